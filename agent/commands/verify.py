@@ -1,0 +1,86 @@
+"""`kgen verify TASK KERNEL [--json] [--device cpu|cuda]`: the verdict on one kernel.
+
+Prints the status, the reason, the feedback and (on a GPU) timings and
+speedups; `--json` prints the VerifyResult instead. Exit code 0 only when the
+kernel passed; 1 when it did not; 2 for a malformed task or a missing file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+
+def register(sub) -> None:
+    p = sub.add_parser("verify", help="check (and on a GPU, time) one candidate kernel for a task",
+                       description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("task", help="task file (KernelBench format)")
+    p.add_argument("kernel", help="candidate file defining ModelNew")
+    p.add_argument("--json", action="store_true", help="print the VerifyResult as JSON")
+    p.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto")
+    p.add_argument("--trials", type=int, default=5, help="correctness trials (default 5)")
+    p.add_argument("--timeout", type=float, default=180.0, help="wall-clock limit in seconds (default 180)")
+    p.add_argument("--no-baselines", action="store_true", help="skip the torch.compile baselines")
+    p.add_argument("--reps", type=int, default=100, help="timed repetitions (default 100)")
+    p.set_defaults(func=run)
+
+
+def read_candidate(path: str) -> str:
+    from verifier.task import TaskError
+
+    p = Path(path)
+    if not p.is_file():
+        raise TaskError(f"{path}: no such kernel file")
+    data = p.read_bytes()
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        # A candidate that is not text is a bad candidate, not a usage error: it gets a verdict.
+        return data.decode("utf-8", errors="replace")
+
+
+def run(args) -> int:
+    from verifier.records import VerifyConfig
+    from verifier.task import load_task
+    from verifier.verify import verify
+
+    task = load_task(args.task)
+    source = read_candidate(args.kernel)
+    config = VerifyConfig(device=args.device, trials=args.trials, timeout_s=args.timeout,
+                          baselines=not args.no_baselines, reps=args.reps)
+    try:
+        result = verify(task, source, config)
+    except RuntimeError as exc:  # e.g. --device cuda without a GPU
+        print(f"kgen: error: {exc}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps(result.to_dict(), indent=2))
+    else:
+        print(render(result, args.kernel))
+    return 0 if result.passed else 1
+
+
+def render(result, kernel_path: str = "") -> str:
+    lines = [f"{result.status.upper():<14} {result.task}  {kernel_path}  [{result.backend or '?'} on {result.device or '?'}]",
+             f"reason: {result.reason}"]
+    if result.feedback and not result.passed:
+        lines += ["", result.feedback.rstrip(), ""]
+    if result.timing:
+        t = result.timing
+        lines.append(f"candidate: {t.median_ms:.4f} ms median of {t.reps} (p10 {t.p10_ms:.4f}, p90 {t.p90_ms:.4f})")
+        for name, b in result.baselines.items():
+            sp = result.speedups.get(name)
+            lines.append(f"{name:>22}: {b.median_ms:.4f} ms  -> speedup {sp:.2f}x" if sp else f"{name:>22}: {b.median_ms:.4f} ms")
+        if result.floor_ms:
+            lines.append(f"roofline floor: {result.floor_ms:.4f} ms ({100 * result.floor_ms / t.median_ms:.0f}% of speed-of-light)")
+    elif result.passed:
+        lines.append("not timed: no GPU here (correctness checked under the Triton interpreter on the small inputs)")
+    if result.trials:
+        lines.append(f"trials passed: {result.trials}")
+    for flag in result.flags:
+        lines.append(f"note: {flag}")
+    lines.append(f"isolation: {'; '.join(result.isolation) if result.isolation else 'n/a'}")
+    lines.append(f"wall: {result.wall_s:.1f} s")
+    return "\n".join(lines)

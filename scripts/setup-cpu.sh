@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Set up kgen in .venv on a machine without a GPU: PyTorch's CPU build (about 200 MB,
+# not the multi-GB CUDA build), Triton for its CPU interpreter, kgen itself and its test tools.
+# Usage: scripts/setup-cpu.sh            (idempotent: a second run only checks)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3}
+[ -x .venv/bin/python ] || "$PY" -m venv .venv
+. .venv/bin/activate
+python -m pip install -q --upgrade pip >/dev/null
+# The CPU build comes from PyTorch's own index; where a local wheel store already
+# holds torch 2.13.0 (pip's find-links), pip takes it from there.
+if ! python -c "import torch" 2>/dev/null; then
+  if pip download -q --no-deps -d /tmp/kgen-probe "torch==2.13.0" --no-index 2>/dev/null; then
+    pip install -q "torch==2.13.0"
+  else
+    pip install -q "torch==2.13.0" --index-url https://download.pytorch.org/whl/cpu
+  fi
+fi
+pip install -q -e ".[test]"
+echo "kgen is set up in .venv (torch $(python -c 'import torch; print(torch.__version__)'), CPU only)."

@@ -1,0 +1,138 @@
+"""Comparing a candidate's outputs with the reference's, and saying how they differ.
+
+    problem = compare_outputs(candidate_out, reference_out, atol=None, rtol=None)
+    # None when they match; else a Mismatch with a one-line reason and capped feedback
+
+Tolerances by dtype unless the task sets ATOL/RTOL: fp32 1e-4, bf16/fp16 1e-2,
+exact for integers and bools. NaN or Inf in the candidate's output never
+passes where the reference is finite. Feedback is written for a person and an
+LLM alike: max abs and rel error, how many elements differ, and the first few
+mismatching indices with both values.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+DEFAULT_TOL = {
+    torch.float64: 1e-6,
+    torch.float32: 1e-4,
+    torch.float16: 1e-2,
+    torch.bfloat16: 1e-2,
+}
+MAX_SHOWN = 8            # mismatching indices listed in the feedback
+MAX_FEEDBACK_CHARS = 2000
+
+
+@dataclass(frozen=True)
+class Mismatch:
+    reason: str     # one line
+    feedback: str   # capped, multi-line
+
+
+def tolerance(dtype: torch.dtype, atol: float | None, rtol: float | None) -> tuple[float, float]:
+    default = DEFAULT_TOL.get(dtype, 0.0)
+    return (default if atol is None else atol), (default if rtol is None else rtol)
+
+
+def flatten_outputs(out) -> list:
+    """A forward may return a tensor or a (nested) tuple/list of them."""
+    if isinstance(out, (tuple, list)):
+        items = []
+        for o in out:
+            items.extend(flatten_outputs(o))
+        return items
+    return [out]
+
+
+def compare_outputs(cand, ref, atol: float | None = None, rtol: float | None = None) -> Mismatch | None:
+    cands, refs = flatten_outputs(cand), flatten_outputs(ref)
+    if len(cands) != len(refs):
+        return Mismatch(f"returned {len(cands)} output(s), the reference returns {len(refs)}", "")
+    for i, (c, r) in enumerate(zip(cands, refs)):
+        label = "output" if len(refs) == 1 else f"output {i}"
+        if not isinstance(r, torch.Tensor):
+            if c != r:
+                return Mismatch(f"{label}: got {c!r}, expected {r!r}", "")
+            continue
+        if type(c) is not torch.Tensor:
+            kind = type(c).__name__
+            return Mismatch(f"{label}: returned a {kind}, expected a plain torch.Tensor", "")
+        problem = _compare_tensor(label, c, r, atol, rtol)
+        if problem:
+            return problem
+    return None
+
+
+def _compare_tensor(label: str, c: torch.Tensor, r: torch.Tensor, atol, rtol) -> Mismatch | None:
+    if tuple(c.shape) != tuple(r.shape):
+        return Mismatch(f"{label}: shape {tuple(c.shape)}, expected {tuple(r.shape)}", "")
+    if c.dtype != r.dtype:
+        return Mismatch(f"{label}: dtype {c.dtype}, expected {r.dtype}", "")
+    if c.device != r.device:
+        return Mismatch(f"{label}: on {c.device}, expected {r.device}", "")
+    a_tol, r_tol = tolerance(r.dtype, atol, rtol)
+    cf, rf = c.detach().double(), r.detach().double()
+    abs_err = (cf - rf).abs()
+    allowed = a_tol + r_tol * rf.abs()
+    bad = ~(abs_err <= allowed)            # NaN in either side counts as bad
+    both_same_inf = torch.isinf(cf) & torch.isinf(rf) & (cf == rf)
+    bad &= ~both_same_inf
+    nonfinite = ~torch.isfinite(cf) & torch.isfinite(rf)
+    bad |= nonfinite
+    n_bad = int(bad.sum())
+    if n_bad == 0:
+        return None
+    finite = torch.isfinite(abs_err)
+    max_abs = float(abs_err[finite].max()) if bool(finite.any()) else float("nan")
+    rel = abs_err / rf.abs().clamp_min(1e-12)
+    max_rel = float(rel[finite].max()) if bool(finite.any()) else float("nan")
+    n_nonfinite = int(nonfinite.sum())
+    total = r.numel()
+    reason = (f"{label}: {n_bad} of {total} elements differ ({100.0 * n_bad / max(total, 1):.2f}%), "
+              f"max abs err {max_abs:.3g}, max rel err {max_rel:.3g} (atol {a_tol:g}, rtol {r_tol:g})")
+    if n_nonfinite:
+        reason += f"; {n_nonfinite} NaN/Inf where the reference is finite"
+    lines = [reason, f"first mismatching indices ({label}, shape {tuple(r.shape)}):"]
+    idx = bad.nonzero()[:MAX_SHOWN]
+    for row in idx.tolist():
+        pos = tuple(row)
+        lines.append(f"  {list(pos)}: got {float(cf[pos]):.6g}, expected {float(rf[pos]):.6g}")
+    if n_bad > MAX_SHOWN:
+        lines.append(f"  ... and {n_bad - MAX_SHOWN} more")
+    pattern = _pattern_hint(bad)
+    if pattern:
+        lines.append(pattern)
+    feedback = "\n".join(lines)
+    if len(feedback) > MAX_FEEDBACK_CHARS:
+        feedback = feedback[: MAX_FEEDBACK_CHARS - 20] + "\n  ... (truncated)"
+    return Mismatch(reason, feedback)
+
+
+def _pattern_hint(bad: torch.Tensor) -> str:
+    """A short hint where the errors sit, e.g. only the last columns (a masking bug)."""
+    if bad.dim() < 2:
+        return ""
+    cols = bad.reshape(-1, bad.shape[-1]).any(dim=0).nonzero().flatten()
+    rows = bad.reshape(-1, bad.shape[-1]).any(dim=1).nonzero().flatten()
+    n_cols, n_rows = bad.shape[-1], bad.numel() // bad.shape[-1]
+    parts = []
+    if 0 < len(cols) < n_cols:
+        parts.append(f"columns {int(cols.min())}..{int(cols.max())} of {n_cols} affected")
+    if 0 < len(rows) < n_rows:
+        parts.append(f"rows {int(rows.min())}..{int(rows.max())} of {n_rows} affected")
+    return ("where: " + "; ".join(parts)) if parts else ""
+
+
+def aliases(out_tensors: list, inputs: list) -> str | None:
+    """The name of an input the output shares memory with, if any."""
+    for o in out_tensors:
+        if not isinstance(o, torch.Tensor):
+            continue
+        o_storage = o.untyped_storage().data_ptr()
+        for j, x in enumerate(inputs):
+            if isinstance(x, torch.Tensor) and x.untyped_storage().data_ptr() == o_storage and o.numel() > 0:
+                return f"input {j}"
+    return None

@@ -1,0 +1,120 @@
+"""Compiling a CUDA candidate on a machine without a GPU, to report its compile errors.
+
+On such a machine a CUDA candidate cannot run. Inside the sandboxed worker,
+`install()` puts stand-ins for `cupy` and `torch.utils.cpp_extension.load_inline`
+in place before the candidate is imported: each compiles the CUDA source it is
+given with `nvcc` for sm_90 (the same C++ the real backend would build) and
+returns an object that refuses to launch. A compile error surfaces as
+`CompileException` carrying nvcc's own message; `built()` lists what compiled.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import types
+
+ARCH = "sm_90"
+_built: list[str] = []
+
+
+class CompileException(Exception):
+    """nvcc rejected the CUDA source; the message is nvcc's."""
+
+
+def _nvcc(code: str, label: str, extra: list[str]) -> None:
+    nvcc = shutil.which("nvcc")
+    if nvcc is None:
+        raise CompileException("nvcc not found: cannot compile CUDA sources on this machine (install the CUDA toolkit)")
+    with tempfile.TemporaryDirectory(dir=os.getcwd()) as tmp:
+        src = os.path.join(tmp, "kernel.cu")
+        with open(src, "w", encoding="utf-8") as f:
+            f.write(code)
+        cmd = [nvcc, f"-arch={ARCH}", "-c", src, "-o", os.path.join(tmp, "kernel.o"), *extra]
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    if done.returncode != 0:
+        msg = (done.stderr or done.stdout).replace(src, f"{label}.cu")
+        raise CompileException(f"nvcc failed for {label}:\n{msg.strip()[:3000]}")
+    _built.append(label)
+
+
+class _Unrunnable:
+    def __init__(self, what: str):
+        self._what = what
+
+    def __call__(self, *args, **kwargs):
+        raise RuntimeError(f"{self._what} was compiled but cannot run: no GPU on this machine")
+
+    def __getattr__(self, name):
+        return _Unrunnable(f"{self._what}.{name}")
+
+
+def _options(options) -> list[str]:
+    keep = []
+    for opt in options or ():
+        if isinstance(opt, str) and opt.startswith(("-std", "-D", "--std", "-I")):
+            keep.append(opt)
+    return keep
+
+
+class RawModule:
+    def __init__(self, code: str = "", options=(), name_expressions=None, **kwargs):
+        header = "#include <cuda_fp16.h>\n#include <cuda_bf16.h>\n"  # NVRTC sources often lean on these
+        _nvcc(header + code, "cupy.RawModule", _options(options))
+
+    def get_function(self, name: str):
+        return _Unrunnable(f"cupy kernel {name}")
+
+
+class RawKernel(RawModule):
+    def __init__(self, code: str, name: str, options=(), **kwargs):
+        super().__init__(code=code, options=options)
+
+    def __call__(self, *args, **kwargs):
+        raise RuntimeError("cupy.RawKernel was compiled but cannot run: no GPU on this machine")
+
+
+def _fake_cupy() -> types.ModuleType:
+    cupy = types.ModuleType("cupy")
+    cupy.RawModule = RawModule
+    cupy.RawKernel = RawKernel
+    cuda = types.ModuleType("cupy.cuda")
+    cuda.ExternalStream = _Unrunnable("cupy.cuda.ExternalStream")
+    cuda.compiler = types.SimpleNamespace(CompileException=CompileException)
+    cupy.cuda = cuda
+    cupy.__kgen_offline__ = True
+    return cupy
+
+
+def _load_inline(name, cpp_sources="", cuda_sources=None, functions=None, extra_cuda_cflags=None, **kwargs):
+    from torch.utils import cpp_extension
+
+    if not cuda_sources:
+        raise CompileException(f"load_inline({name!r}) has no cuda_sources: nothing for the GPU to run")
+    code = cuda_sources if isinstance(cuda_sources, str) else "\n".join(cuda_sources)
+    includes = [f"-I{p}" for p in cpp_extension.include_paths()]
+    py_inc = f"-I{sysconfig_include()}"
+    _nvcc(code, f"load_inline {name}", includes + [py_inc, "-std=c++17", *(_options(extra_cuda_cflags))])
+    return _Unrunnable(f"load_inline module {name}")
+
+
+def sysconfig_include() -> str:
+    import sysconfig
+
+    return sysconfig.get_paths()["include"]
+
+
+def install() -> None:
+    """Put the stand-ins in place (inside the sandboxed worker only)."""
+    sys.modules["cupy"] = _fake_cupy()
+    sys.modules["cupy.cuda"] = sys.modules["cupy"].cuda
+    from torch.utils import cpp_extension
+
+    cpp_extension.load_inline = _load_inline
+
+
+def built() -> list[str]:
+    return list(_built)

@@ -1,0 +1,118 @@
+"""The records the verifier hands to the rest of kgen.
+
+Plain dataclasses with typed fields: a `Task` (what to compute), a
+`VerifyConfig` (how to check), and a `VerifyResult` (the verdict). A bad
+kernel is never an exception: it is a `VerifyResult` with a status that is not
+`ok`. `to_dict`/`from_dict` give the JSON form that `kgen verify --json`
+prints and the store keeps.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+# Every status a verification can end in. Only "ok" means the kernel passed.
+STATUSES = (
+    "ok",             # correct on every trial (and timed, where a GPU was used)
+    "compile_error",  # the candidate's kernel did not build (Triton, NVRTC, nvcc)
+    "runtime_error",  # it built but raised while running
+    "mismatch",       # it ran but produced the wrong values, shape or dtype
+    "rejected",       # it broke a rule: torch did the work, it mutated inputs, cheated the harness
+    "timeout",        # it ran past the wall-clock limit; its process group was killed
+    "crashed",        # its process died without a verdict (segfault, exit, OOM kill)
+    "not_run",        # a CUDA candidate compiled with nvcc on a machine with no GPU: nothing was executed
+)
+
+
+@dataclass(frozen=True)
+class Task:
+    """A KernelBench-format reference op loaded from a file."""
+
+    path: Path
+    name: str                   # file stem, e.g. "matmul"
+    source: str                 # the file's text
+    atol: float | None          # the task's ATOL, when it sets one
+    rtol: float | None          # the task's RTOL, when it sets one
+    has_small_inputs: bool      # defines get_small_inputs() for the CPU interpreter
+
+
+@dataclass(frozen=True)
+class VerifyConfig:
+    """How a candidate is checked; every field has a default a user would choose."""
+
+    device: str = "auto"            # "auto" (cuda when present), "cpu" or "cuda"
+    trials: int = 5                 # correctness trials, each on fresh seeded inputs
+    seed: int = 0                   # base seed; trial i uses seed + i
+    timeout_s: float = 180.0        # wall-clock limit for the whole check, process group killed after it
+    output_cap_bytes: int = 64_000  # captured stdout/stderr kept per stream
+    time_it: bool = True            # time candidate and baselines (GPU only)
+    baselines: bool = True          # time eager and torch.compile too (cached)
+    compile_modes: tuple[str, ...] = ("default", "max-autotune-no-cudagraphs")
+    reps: int = 100                 # timed repetitions (median taken)
+    warmup: int = 10                # untimed calls before timing
+    hidden_trials: int = 2          # extra correctness checks on hidden seeds during timing
+    cache_dir: Path = Path("results/baselines")  # baseline cache, per (GPU, task, shapes)
+    peaks_override: str | None = None  # path to a JSON table overriding the GPU peak rates
+
+
+@dataclass
+class Timing:
+    """One timed callable: CUDA events around each call, L2 flushed before it."""
+
+    median_ms: float
+    min_ms: float
+    mean_ms: float
+    p10_ms: float
+    p90_ms: float
+    reps: int
+    sync_ms: float | None = None    # wall time of one call with a device-wide sync, to check the events
+
+
+@dataclass
+class VerifyResult:
+    """The verdict on one candidate for one task."""
+
+    status: str                      # one of STATUSES
+    reason: str                      # one line: why this status
+    feedback: str = ""               # capped detail for a person or an LLM (mismatch table, compiler message)
+    task: str = ""
+    backend: str = ""                # "triton", "cupy", "load_inline" or "" when unknown
+    device: str = ""                 # e.g. "NVIDIA H200", "cpu (TRITON_INTERPRET=1)", "none (nvcc only)"
+    ran: bool = False                # the candidate's kernels actually executed
+    trials: int = 0                  # correctness trials passed
+    timing: Timing | None = None     # the candidate's, GPU only
+    baselines: dict[str, Timing] = field(default_factory=dict)   # "eager", "compile", "compile-max-autotune"
+    speedups: dict[str, float] = field(default_factory=dict)     # baseline median / candidate median
+    floor_ms: float | None = None    # roofline floor for this task on this GPU
+    flags: list[str] = field(default_factory=list)      # for a person to review; not a rejection
+    isolation: list[str] = field(default_factory=list)  # what the sandbox could and could not enforce
+    aten_ops: list[str] = field(default_factory=list)   # ops the candidate's forward issued through torch
+    stdout: str = ""                 # the candidate's own output, capped
+    stderr: str = ""
+    wall_s: float = 0.0              # from start to verdict
+
+    @property
+    def passed(self) -> bool:
+        return self.status == "ok"
+
+    @property
+    def best_speedup(self) -> float | None:
+        """Speedup against the faster of eager and every compile mode, when timed."""
+        if not self.speedups:
+            return None
+        return min(self.speedups.values())
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "VerifyResult":
+        data = dict(data)
+        if data.get("timing"):
+            data["timing"] = Timing(**data["timing"])
+        data["baselines"] = {k: Timing(**v) for k, v in (data.get("baselines") or {}).items()}
+        known = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})

@@ -1,0 +1,103 @@
+"""Timing on the GPU: CUDA events around one call, L2 flushed before it, median of many.
+
+    t = time_callable(fn, refresh, reps=100, warmup=10)   # -> Timing (ms)
+
+Method, per repetition: `refresh(rep)` writes fresh input values into the
+fixed input buffers (so a result cached by pointer, id or content cannot be
+replayed), the L2 cache is flushed by writing a buffer twice its size, the
+device is synchronised, then one call is bracketed by two CUDA events on the
+current stream. The median over repetitions is reported. A second pass times
+the same call with a device-wide synchronisation and a host clock: when that
+is much longer than the event time, work escaped the timed stream (a side
+stream or a thread) and the caller rejects the kernel.
+
+NOTE: the event class, synchronize and the host clock are bound when this
+module is imported, before any candidate code runs, so a candidate that
+patches torch.cuda.Event or time.perf_counter does not change what is used here.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+
+import torch
+
+from verifier.records import Timing
+
+_Event = torch.cuda.Event
+_synchronize = torch.cuda.synchronize
+_perf_counter = time.perf_counter
+
+# A sync-timed call may exceed the event time by launch latency; beyond this, work escaped the events.
+SYNC_SLACK_MS = 0.05
+SYNC_RATIO = 1.5
+
+
+def l2_flush_buffer(device: torch.device | None = None) -> torch.Tensor:
+    props = torch.cuda.get_device_properties(device)
+    l2 = getattr(props, "L2_cache_size", 0) or 64 * 1024 * 1024
+    return torch.empty(2 * l2 // 4, dtype=torch.int32, device=device)
+
+
+def _percentile(sorted_values: list[float], q: float) -> float:
+    if not sorted_values:
+        return float("nan")
+    k = min(len(sorted_values) - 1, max(0, round(q * (len(sorted_values) - 1))))
+    return sorted_values[k]
+
+
+def time_callable(fn, refresh=None, *, reps: int = 100, warmup: int = 10, sync_reps: int = 20,
+                  flush: torch.Tensor | None = None) -> Timing:
+    """Median time of fn() in ms, each call on fresh inputs and a cold L2."""
+    flush = l2_flush_buffer() if flush is None else flush
+    for i in range(warmup):
+        if refresh:
+            refresh(-1 - i)
+        fn()
+    _synchronize()
+
+    times = []
+    for rep in range(reps):
+        if refresh:
+            refresh(rep)
+        flush.zero_()
+        start, end = _Event(enable_timing=True), _Event(enable_timing=True)
+        _synchronize()
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end))
+
+    sync_times = []
+    for rep in range(sync_reps):
+        if refresh:
+            refresh(reps + rep)
+        flush.zero_()
+        _synchronize()
+        t0 = _perf_counter()
+        fn()
+        _synchronize()
+        sync_times.append((_perf_counter() - t0) * 1e3)
+
+    ordered = sorted(times)
+    return Timing(
+        median_ms=statistics.median(times),
+        min_ms=ordered[0],
+        mean_ms=statistics.fmean(times),
+        p10_ms=_percentile(ordered, 0.1),
+        p90_ms=_percentile(ordered, 0.9),
+        reps=reps,
+        sync_ms=statistics.median(sync_times) if sync_times else None,
+    )
+
+
+def escaped_stream(t: Timing) -> str | None:
+    """A reason when the device-wide synchronised time says work ran outside the timed events."""
+    if t.sync_ms is None:
+        return None
+    if t.sync_ms > SYNC_RATIO * t.median_ms + SYNC_SLACK_MS:
+        return (f"event time {t.median_ms:.4f} ms but a device-wide synchronised call took {t.sync_ms:.4f} ms: "
+                f"work ran outside the timed stream (side stream or thread)")
+    return None

@@ -1,0 +1,209 @@
+"""Verifying one candidate kernel for one task: static checks, then the sandboxed worker.
+
+    from verifier.task import load_task
+    from verifier.verify import verify
+    result = verify(load_task("tasks/softmax.py"), open("kernel.py").read())
+    result.status, result.reason, result.speedups
+
+On a machine without a GPU, Triton candidates run under the Triton interpreter
+on the task's small inputs and CUDA candidates are compiled with nvcc only
+(status "not_run": nothing was executed). On a GPU the candidate is checked on
+the task's real inputs and timed against eager (in the same run) and
+torch.compile (default and max-autotune-no-cudagraphs, timed once per GPU,
+task and torch version and cached under results/baselines/).
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import json
+import secrets
+import sys
+import time
+from pathlib import Path
+
+from verifier.records import Task, Timing, VerifyConfig, VerifyResult
+from verifier.sandbox import SandboxResult, run_sandboxed
+from verifier.static import check_source
+
+REVIEW_SPEEDUP = 10.0   # above this over eager, a person should look
+WORKER = [sys.executable, "-m", "verifier.worker"]
+
+
+def resolve_device(requested: str) -> str:
+    if requested in ("cpu", "cuda"):
+        if requested == "cuda":
+            import torch
+
+            if not torch.cuda.is_available():
+                raise RuntimeError("--device cuda was asked for, but torch sees no CUDA GPU here")
+        return requested
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def detect_backend(source: str) -> str:
+    """'triton', 'cupy' or 'load_inline', from what the source builds its kernels with."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return ""
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute):
+            names.add(node.attr)
+        elif isinstance(node, ast.Name):
+            names.add(node.id)
+    if "load_inline" in names:
+        return "load_inline"
+    if {"RawModule", "RawKernel", "ElementwiseKernel", "ReductionKernel"} & names:
+        return "cupy"
+    return "triton" if "triton" in names or "jit" in names else ""
+
+
+def verify(task: Task, source: str, config: VerifyConfig = VerifyConfig()) -> VerifyResult:
+    """Check (and on a GPU, time) one candidate. Never raises for a bad kernel."""
+    started = time.perf_counter()
+    backend = detect_backend(source)
+    device = resolve_device(config.device)
+    base = dict(task=task.name, backend=backend)
+
+    problem = check_source(source)
+    if problem:
+        return VerifyResult(status=problem.status, reason=problem.reason, **base,
+                            wall_s=time.perf_counter() - started)
+
+    job = {
+        "kind": "verify",
+        "task_path": str(task.path.resolve()),
+        "source": source,
+        "device": device,
+        "backend": backend,
+        "trials": config.trials,
+        "seed": config.seed,
+        "hidden_seed": secrets.randbelow(2**31 - 1),  # NOTE: unknown to the candidate until it runs
+        "hidden_trials": config.hidden_trials,
+        "atol": task.atol,
+        "rtol": task.rtol,
+        "time_it": config.time_it and device == "cuda",
+        "reps": config.reps,
+        "warmup": config.warmup,
+        "compile_modes": [],
+        "peaks_override": config.peaks_override,
+    }
+    cached = None
+    if device == "cuda" and config.time_it and config.baselines:
+        cached = cached_baselines(task, config)
+
+    res = run_sandboxed(WORKER, job, timeout_s=config.timeout_s, output_cap_bytes=config.output_cap_bytes)
+    result = interpret(res, base, config)
+    if device == "cpu":
+        result.device = "cpu (Triton interpreter)" if backend == "triton" else "none (nvcc only)"
+        if backend == "triton" and not task.has_small_inputs:
+            result.flags.append("task has no get_small_inputs(): checked on get_inputs() under the interpreter")
+    if result.passed and result.timing and cached:
+        for key, t in cached.items():
+            if key != "eager":
+                result.baselines[key] = t
+    if result.passed and result.timing:
+        _speedups(result)
+    result.wall_s = time.perf_counter() - started
+    return result
+
+
+def interpret(res: SandboxResult, base: dict, config: VerifyConfig) -> VerifyResult:
+    """Turn what came back from the sandbox into a verdict."""
+    common = dict(**base, isolation=res.isolation, stdout=res.stdout, stderr=res.stderr)
+    if res.timed_out:
+        return VerifyResult(status="timeout", reason=f"ran past the {config.timeout_s:.0f} s limit; its process "
+                                                     f"group was killed", feedback=_tail(res.stderr), **common)
+    msg = res.message
+    if msg is None:
+        code = res.returncode
+        how = _describe_exit(code)
+        return VerifyResult(status="crashed", reason=f"the candidate's process {how} without a verdict"
+                                                     f"{' (' + res.channel_problem + ')' if res.channel_problem else ''}",
+                            feedback=_tail(res.stderr), **common)
+    result = VerifyResult(
+        status=msg.get("status", "crashed"),
+        reason=msg.get("reason", ""),
+        feedback=msg.get("feedback", ""),
+        ran=bool(msg.get("ran")),
+        trials=int(msg.get("trials", 0)),
+        aten_ops=list(msg.get("aten_ops", [])),
+        flags=list(msg.get("flags", [])),
+        floor_ms=msg.get("floor_ms"),
+        device=msg.get("device", ""),
+        **common,
+    )
+    if msg.get("timing"):
+        result.timing = Timing(**msg["timing"])
+    result.baselines = {k: Timing(**v) for k, v in (msg.get("baselines") or {}).items()}
+    if msg.get("timing_repeat"):
+        result.flags.append(f"timing repeated: {Timing(**msg['timing_repeat']).median_ms:.4f} ms median")
+    if res.stdout_dropped or res.stderr_dropped:
+        result.flags.append(f"output capped: {res.stdout_dropped + res.stderr_dropped} bytes dropped")
+    return result
+
+
+def _speedups(result: VerifyResult) -> None:
+    cand = result.timing.median_ms
+    result.speedups = {k: t.median_ms / cand for k, t in result.baselines.items() if cand > 0}
+    eager = result.speedups.get("eager")
+    if eager is not None and eager > REVIEW_SPEEDUP:
+        result.flags.append(f"{eager:.1f}x faster than eager: above {REVIEW_SPEEDUP:.0f}x, review by hand")
+
+
+def _describe_exit(code: int | None) -> str:
+    import signal
+
+    if code is None:
+        return "was killed"
+    if code < 0:
+        try:
+            return f"died of {signal.Signals(-code).name}"
+        except ValueError:
+            return f"died of signal {-code}"
+    return f"exited with code {code}"
+
+
+def _tail(text: str, limit: int = 2000) -> str:
+    return text if len(text) <= limit else "...\n" + text[-limit:]
+
+
+# ----------------------------------------------------------------------------------------------
+# baseline cache
+
+
+def baseline_key(task: Task, gpu: str) -> str:
+    import torch
+
+    text = f"{gpu}|{torch.__version__}|{task.source}"
+    return f"{task.name}-{hashlib.sha256(text.encode()).hexdigest()[:12]}"
+
+
+def cached_baselines(task: Task, config: VerifyConfig) -> dict[str, Timing]:
+    """torch.compile baselines for this (GPU, task, torch): read from the cache or timed once and stored."""
+    import torch
+
+    gpu = torch.cuda.get_device_name()
+    path = Path(config.cache_dir) / gpu.replace(" ", "_") / f"{baseline_key(task, gpu)}.json"
+    if path.exists():
+        data = json.loads(path.read_text())
+        if set(data.get("compile_modes", [])) >= set(config.compile_modes):
+            return {k: Timing(**v) for k, v in data["baselines"].items()}
+    job = {"kind": "baselines", "task_path": str(task.path.resolve()), "device": "cuda", "seed": config.seed,
+           "hidden_seed": secrets.randbelow(2**31 - 1), "reps": config.reps, "warmup": config.warmup,
+           "compile_modes": list(config.compile_modes)}
+    res = run_sandboxed(WORKER, job, timeout_s=max(config.timeout_s, 900), output_cap_bytes=config.output_cap_bytes)
+    if not res.message or res.message.get("status") != "ok":
+        return {}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"gpu": gpu, "torch": torch.__version__, "task": task.name,
+                                "compile_modes": list(config.compile_modes),
+                                "torch_flags": res.message.get("torch_flags"),
+                                "baselines": res.message["baselines"],
+                                "measured": time.strftime("%Y-%m-%d %H:%M:%S")}, indent=2))
+    return {k: Timing(**v) for k, v in res.message["baselines"].items()}

@@ -1,0 +1,425 @@
+"""The sandboxed side of verification: `python -m verifier.worker`, run by verifier.verify.
+
+It reads its job and the channel key from stdin (one JSON line), then:
+1. binds the functions it relies on (events, synchronize, clocks, comparisons)
+   before any candidate code is imported, to notice later patching;
+2. imports the task and the candidate (on a CPU machine: Triton under the
+   interpreter; CUDA sources compiled with nvcc, not run);
+3. builds Model and ModelNew under one seed and copies matching parameters;
+4. runs correctness trials on fresh seeded inputs: the candidate first, on
+   clones, under the op audit, then the reference with TF32 off; inputs must
+   be unchanged and outputs must not alias them;
+5. on a GPU: times the candidate and eager (fresh input values every call, L2
+   flushed), re-checks correctness after timing and on hidden seeds, checks the
+   device-wide synchronised time and the roofline floor, times torch.compile
+   when asked;
+6. sends one signed verdict over the result channel and exits.
+
+Every failure of the candidate becomes a verdict; only a dead process does not.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+import traceback
+
+
+def main() -> None:
+    hello = json.loads(sys.stdin.readline())
+    sys.stdin.close()
+    from verifier.channel import ChildChannel
+
+    chan = ChildChannel(int(os.environ.pop("KGEN_RESULT_FD")), bytes.fromhex(hello.pop("key")))
+    job = hello["job"]
+    del hello
+    try:
+        message = run_job(job)
+    except BaseException as exc:  # noqa: BLE001 - the verdict must always be sent
+        message = {"status": "crashed", "reason": f"harness error: {type(exc).__name__}: {exc}",
+                   "feedback": _tail(traceback.format_exc())}
+    sys.stdout.flush()
+    sys.stderr.flush()
+    chan.send(message)
+    os._exit(0)  # NOTE: skip atexit handlers and destructors a candidate may have registered
+
+
+def _tail(text: str, limit: int = 1500) -> str:
+    return text if len(text) <= limit else "...\n" + text[-limit:]
+
+
+class Verdict(Exception):
+    """Raised inside the worker to end verification with a status."""
+
+    def __init__(self, status: str, reason: str, feedback: str = ""):
+        super().__init__(reason)
+        self.status, self.reason, self.feedback = status, reason, feedback
+
+
+def run_job(job: dict) -> dict:
+    if job["device"] == "cpu":
+        os.environ["TRITON_INTERPRET"] = "1"  # before triton is imported anywhere
+    import torch
+
+    from verifier import integrity
+
+    global _GUARD
+    guard = _GUARD = integrity.Guard.capture()
+    result: dict = {"ran": False, "trials": 0, "aten_ops": [], "flags": []}
+    try:
+        if job["kind"] == "baselines":
+            result.update(_baselines(job))
+        else:
+            _verify(job, guard, result)
+        result.setdefault("status", "ok")
+        result.setdefault("reason", "correct on every trial")
+    except Verdict as v:
+        result.update(status=v.status, reason=v.reason, feedback=v.feedback)
+    return result
+
+
+# ----------------------------------------------------------------------------------------------
+# building models and inputs
+
+
+def _load(job: dict):
+    from verifier.task import import_task_module
+
+    return import_task_module(os.path.abspath(job["task_path"]), "kgen_task")
+
+
+def _input_fn(task_mod, device: str):
+    use_small = device == "cpu" and callable(getattr(task_mod, "get_small_inputs", None))
+    return task_mod.get_small_inputs if use_small else task_mod.get_inputs
+
+
+def _make_inputs(gen, seed: int, device: str):
+    import torch
+
+    torch.manual_seed(seed)
+    with torch.device(device):
+        xs = list(gen())
+    return [x.to(device) if isinstance(x, torch.Tensor) else x for x in xs]
+
+
+def _clone(xs):
+    import torch
+
+    return [x.clone() if isinstance(x, torch.Tensor) else x for x in xs]
+
+
+def _copy_matching_params(src, dst) -> int:
+    import torch
+
+    dst_state = dst.state_dict()
+    copied = 0
+    with torch.no_grad():
+        for name, value in src.state_dict().items():
+            if name in dst_state and dst_state[name].shape == value.shape:
+                dst_state[name].copy_(value)
+                copied += 1
+    return copied
+
+
+# ----------------------------------------------------------------------------------------------
+# classifying the candidate's exceptions
+
+
+def _classify(exc: BaseException, during: str) -> Verdict:
+    name = type(exc).__name__
+    module = type(exc).__module__ or ""
+    text = str(exc)
+    tb = _tail(traceback.format_exc())
+    if isinstance(exc, SystemExit):
+        return Verdict("rejected", f"called sys.exit() {during}: exiting cannot skip the verdict", tb)
+    compile_like = (
+        "CompilationError" in name
+        or "CompileException" in name
+        or (module.startswith("triton") and ("compil" in name.lower() or "compil" in text.lower()[:200]))
+        or "Error building extension" in text
+        or "nvcc" in text[:200] and "error" in text.lower()
+        or isinstance(exc, SyntaxError)
+    )
+    status = "compile_error" if compile_like else "runtime_error"
+    first = text.strip().splitlines()[0] if text.strip() else ""
+    return Verdict(status, f"{name} {during}: {first[:300]}", tb)
+
+
+# ----------------------------------------------------------------------------------------------
+# verification
+
+
+def _import_candidate(job: dict, guard):
+    import importlib.util
+
+    path = os.path.abspath("candidate.py")
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(job["source"])
+    if job["device"] == "cpu" and job["backend"] in ("cupy", "load_inline"):
+        from verifier import cuda_offline
+
+        cuda_offline.install()
+    spec = importlib.util.spec_from_file_location("candidate", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["candidate"] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException as exc:  # noqa: BLE001
+        raise _classify(exc, "while importing the candidate") from None
+    guard.check_or_raise(Verdict, "importing the candidate")
+    if not hasattr(module, "ModelNew"):
+        raise Verdict("rejected", "the candidate defines no ModelNew")
+    return module
+
+
+def _verify(job: dict, guard, result: dict) -> None:
+    import torch
+
+    from verifier.audit import OpAudit
+    from verifier.correctness import aliases, compare_outputs, flatten_outputs
+    from verifier.launches import LaunchCounter
+
+    device = job["device"]
+    task_mod = _load(job)
+    cand_mod = _import_candidate(job, guard)
+
+    if job["device"] == "cpu" and job["backend"] in ("cupy", "load_inline"):
+        from verifier import cuda_offline
+
+        built = cuda_offline.built()
+        if not built:
+            raise Verdict("rejected", "no CUDA source was compiled at import: build the kernel when the module loads")
+        result.update(status="not_run", ran=False,
+                      reason=f"CUDA source compiled with nvcc ({', '.join(built)}); nothing was run: no GPU here")
+        return
+
+    init = list(task_mod.get_init_inputs())
+    seed = job["seed"]
+    torch.manual_seed(seed)
+    ref_model = task_mod.Model(*init)
+    try:
+        torch.manual_seed(seed)
+        cand_model = cand_mod.ModelNew(*init)
+    except BaseException as exc:  # noqa: BLE001
+        raise _classify(exc, "while constructing ModelNew") from None
+    _copy_matching_params(ref_model, cand_model)
+    ref_model.to(device)
+    cand_model.to(device)
+    guard.check_or_raise(Verdict, "constructing ModelNew")
+
+    gen = _input_fn(task_mod, device)
+    atol, rtol = job.get("atol"), job.get("rtol")
+    exact_reference(torch)
+
+    def run_candidate(xs, audit_ops: bool):
+        audit = OpAudit()
+        try:
+            with torch.no_grad(), LaunchCounter(device) as launches:
+                if audit_ops:
+                    with audit:
+                        out = cand_model(*xs)
+                else:
+                    out = cand_model(*xs)
+                if device == "cuda":
+                    torch.cuda.synchronize()
+        except Verdict:
+            raise
+        except BaseException as exc:  # noqa: BLE001
+            raise _classify(exc, "in ModelNew.forward") from None
+        guard.check_or_raise(Verdict, "ModelNew.forward")
+        if audit_ops:
+            result["aten_ops"] = audit.distinct_ops[:50]
+            if audit.compute_ops:
+                ops = ", ".join(audit.compute_ops[:5])
+                raise Verdict("rejected", f"torch did the work: ModelNew.forward called {ops} "
+                                          f"(only allocation, views, copies and casts may go through torch)")
+        if launches.count == 0:
+            raise Verdict("rejected", "ModelNew.forward launched no kernel of its own")
+        return out, launches.count
+
+    for trial in range(job["trials"]):
+        xs = _make_inputs(gen, seed + trial, device)
+        originals = _clone(xs)
+        clones = _clone(xs)
+        out_c, n_launch = run_candidate(clones, audit_ops=True)
+        result["ran"] = True
+        _check_inputs_unchanged(clones, originals)
+        alias = aliases(flatten_outputs(out_c), clones)
+        if alias:
+            raise Verdict("rejected", f"returned {alias} (or a view of it) as its output instead of computing one")
+        with torch.no_grad():
+            out_r = ref_model(*xs)
+        problem = compare_outputs(out_c, out_r, atol, rtol)
+        if problem:
+            raise Verdict("mismatch", f"trial {trial + 1} (seed {seed + trial}): {problem.reason}", problem.feedback)
+        result["trials"] = trial + 1
+        result["launches"] = n_launch
+        del out_c, out_r, xs, originals, clones
+
+    if device == "cuda" and job["time_it"]:
+        _time_on_gpu(job, task_mod, gen, ref_model, cand_model, run_candidate, result)
+
+
+_GUARD = None  # the worker's integrity guard; the harness's own flag changes are told to it
+
+
+def exact_reference(torch) -> None:
+    """The correctness reference computes in true fp32: TF32 off (cuDNN and cuBLAS)."""
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    if _GUARD is not None:
+        _GUARD.remember_flags()
+
+
+def torch_defaults(torch) -> dict:
+    """Baselines use what users get: torch's defaults (cuBLAS TF32 off, cuDNN TF32 on)."""
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = True
+    if _GUARD is not None:
+        _GUARD.remember_flags()
+    return {"cuda.matmul.allow_tf32": False, "cudnn.allow_tf32": True}
+
+
+def _check_inputs_unchanged(clones, originals) -> None:
+    import torch
+
+    for j, (c, o) in enumerate(zip(clones, originals)):
+        if isinstance(c, torch.Tensor) and not torch.equal(c, o):
+            n = int((c != o).sum()) if c.shape == o.shape else c.numel()
+            raise Verdict("rejected", f"mutated input {j} in place ({n} elements changed); inputs must be left as given")
+
+
+# ----------------------------------------------------------------------------------------------
+# GPU timing
+
+
+def _time_on_gpu(job, task_mod, gen, ref_model, cand_model, run_candidate, result) -> None:
+    import torch
+
+    from verifier import timing
+    from verifier.correctness import compare_outputs
+
+    atol, rtol = job.get("atol"), job.get("rtol")
+    hidden = job["hidden_seed"]
+    buffers = _make_inputs(gen, hidden, "cuda")
+
+    def refresh(rep: int) -> None:
+        fresh = _make_inputs(gen, hidden + 7919 * (rep + 2), "cuda")
+        for b, f in zip(buffers, fresh):
+            if isinstance(b, torch.Tensor):
+                b.copy_(f)
+
+    flush = timing.l2_flush_buffer()
+    with torch.no_grad():
+        cand_call = lambda: cand_model(*buffers)  # noqa: E731
+        t_cand = timing.time_callable(cand_call, refresh, reps=job["reps"], warmup=job["warmup"], flush=flush)
+
+        # A fast path after many calls must still be right: check the call after timing, on its own inputs.
+        refresh(10**6)
+        exact_reference(torch)
+        out_c, _ = run_candidate(buffers, audit_ops=True)
+        out_r = ref_model(*buffers)
+        problem = compare_outputs(out_c, out_r, atol, rtol)
+        if problem:
+            raise Verdict("mismatch", f"after {t_cand.reps + job['warmup']} timed calls the output is wrong: "
+                                      f"{problem.reason}", problem.feedback)
+        for h in range(job["hidden_trials"]):
+            xs = _make_inputs(gen, hidden + 104729 * (h + 1), "cuda")
+            out_c, _ = run_candidate(_clone(xs), audit_ops=False)
+            problem = compare_outputs(out_c, ref_model(*xs), atol, rtol)
+            if problem:
+                raise Verdict("mismatch", f"hidden re-check {h + 1}: {problem.reason}", problem.feedback)
+        del out_c, out_r
+
+        escaped = timing.escaped_stream(t_cand)
+        if escaped:
+            raise Verdict("rejected", escaped)
+
+        result["timing"] = t_cand.__dict__
+        if job.get("repeat_timing"):
+            result["timing_repeat"] = timing.time_callable(cand_call, refresh, reps=job["reps"],
+                                                           warmup=job["warmup"], flush=flush).__dict__
+        result["torch_flags"] = torch_defaults(torch)
+        t_eager = timing.time_callable(lambda: ref_model(*buffers), refresh, reps=job["reps"],
+                                       warmup=job["warmup"], flush=flush)
+        result["baselines"] = {"eager": t_eager.__dict__}
+        for mode in job.get("compile_modes") or []:
+            result["baselines"].update(_time_compiled(ref_model, buffers, refresh, mode, job, flush))
+
+    _physics(job, ref_model, buffers, t_cand, result)
+    result["device"] = torch.cuda.get_device_name()
+
+
+def _time_compiled(ref_model, buffers, refresh, mode: str, job, flush) -> dict:
+    import torch
+
+    from verifier import timing
+
+    key = "compile" if mode == "default" else f"compile-{mode.replace('-no-cudagraphs', '')}"
+    compiled = torch.compile(ref_model, mode=None if mode == "default" else mode)
+    t = timing.time_callable(lambda: compiled(*buffers), refresh, reps=job["reps"], warmup=job["warmup"],
+                             flush=flush)
+    return {key: t.__dict__}
+
+
+def _physics(job, ref_model, buffers, t_cand, result) -> None:
+    """A time below the roofline floor is impossible: reject it."""
+    import torch
+
+    try:
+        from verifier import physics
+    except ImportError:
+        return
+    peaks = physics.peaks_for(torch.cuda.get_device_name(), job.get("peaks_override"))
+    if peaks is None:
+        result["flags"].append(f"no peak rates known for {torch.cuda.get_device_name()}: physics check skipped")
+        return
+    work = physics.count_work(ref_model, buffers)
+    floor = physics.floor_ms(work, peaks, physics.dominant_dtype(buffers, ref_model))
+    result["floor_ms"] = floor
+    if t_cand.median_ms < floor:
+        raise Verdict("rejected", f"measured {t_cand.median_ms:.4f} ms is below the roofline floor of {floor:.4f} ms "
+                                  f"({work.flops:.3g} FLOP, {work.bytes:.3g} bytes on {peaks.name}): physically "
+                                  f"impossible, so the timing was cheated")
+
+
+# ----------------------------------------------------------------------------------------------
+# baselines only (trusted code: no candidate)
+
+
+def _baselines(job: dict) -> dict:
+    import torch
+
+    from verifier import timing
+
+    task_mod = _load(job)
+    torch.manual_seed(job["seed"])
+    model = task_mod.Model(*task_mod.get_init_inputs()).to("cuda")
+    gen = task_mod.get_inputs
+    buffers = _make_inputs(gen, job["hidden_seed"], "cuda")
+
+    def refresh(rep: int) -> None:
+        fresh = _make_inputs(gen, job["hidden_seed"] + 7919 * (rep + 2), "cuda")
+        for b, f in zip(buffers, fresh):
+            if isinstance(b, torch.Tensor):
+                b.copy_(f)
+
+    flags = torch_defaults(torch)
+    flush = timing.l2_flush_buffer()
+    out = {"torch_flags": flags, "device": torch.cuda.get_device_name(), "ran": True}
+    with torch.no_grad():
+        started = time.perf_counter()
+        base = {"eager": timing.time_callable(lambda: model(*buffers), refresh, reps=job["reps"],
+                                              warmup=job["warmup"], flush=flush).__dict__}
+        for mode in job.get("compile_modes") or []:
+            base.update(_time_compiled(model, buffers, refresh, mode, job, flush))
+    out["baselines"] = base
+    out["wall_s"] = time.perf_counter() - started
+    out["status"], out["reason"] = "ok", "baselines timed"
+    return out
+
+
+if __name__ == "__main__":
+    main()
