@@ -56,6 +56,7 @@ class VerifyConfig:
     hidden_trials: int = 2          # extra correctness checks on hidden seeds during timing
     cache_dir: Path = Path("results/baselines")  # baseline cache, per (GPU, task, shapes)
     peaks_override: str | None = None  # path to a JSON table overriding the GPU peak rates
+    repeat_timing: bool = False     # time the candidate a second time in the same run (a stability check)
 
 
 @dataclass
@@ -84,6 +85,7 @@ class VerifyResult:
     ran: bool = False                # the candidate's kernels actually executed
     trials: int = 0                  # correctness trials passed
     timing: Timing | None = None     # the candidate's, GPU only
+    timing_repeat: Timing | None = None  # the same candidate timed again in the same run, when asked
     baselines: dict[str, Timing] = field(default_factory=dict)   # "eager", "compile", "compile-max-autotune"
     speedups: dict[str, float] = field(default_factory=dict)     # baseline median / candidate median
     floor_ms: float | None = None    # roofline floor for this task on this GPU
@@ -111,8 +113,9 @@ class VerifyResult:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "VerifyResult":
         data = dict(data)
-        if data.get("timing"):
-            data["timing"] = Timing(**data["timing"])
+        for key in ("timing", "timing_repeat"):
+            if data.get(key):
+                data[key] = Timing(**data[key])
         data["baselines"] = {k: Timing(**v) for k, v in (data.get("baselines") or {}).items()}
         known = {f.name for f in dataclasses.fields(cls)}
         return cls(**{k: v for k, v in data.items() if k in known})

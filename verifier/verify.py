@@ -92,6 +92,7 @@ def verify(task: Task, source: str, config: VerifyConfig = VerifyConfig()) -> Ve
         "warmup": config.warmup,
         "compile_modes": [],
         "peaks_override": config.peaks_override,
+        "repeat_timing": config.repeat_timing,
     }
     cached = None
     if device == "cuda" and config.time_it and config.baselines:
@@ -142,7 +143,7 @@ def interpret(res: SandboxResult, base: dict, config: VerifyConfig) -> VerifyRes
         result.timing = Timing(**msg["timing"])
     result.baselines = {k: Timing(**v) for k, v in (msg.get("baselines") or {}).items()}
     if msg.get("timing_repeat"):
-        result.flags.append(f"timing repeated: {Timing(**msg['timing_repeat']).median_ms:.4f} ms median")
+        result.timing_repeat = Timing(**msg["timing_repeat"])
     if res.stdout_dropped or res.stderr_dropped:
         result.flags.append(f"output capped: {res.stdout_dropped + res.stderr_dropped} bytes dropped")
     return result

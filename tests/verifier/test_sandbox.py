@@ -1,0 +1,121 @@
+"""The sandbox: one adversarial test per property it promises."""
+
+import os
+import sys
+import time
+import textwrap
+
+import pytest
+
+from verifier.sandbox import network_isolation, run_sandboxed
+
+HONEST = '''
+import json, os, sys
+hello = json.loads(sys.stdin.readline())
+from verifier.channel import ChildChannel
+chan = ChildChannel(int(os.environ["KGEN_RESULT_FD"]), bytes.fromhex(hello["key"]))
+'''
+
+
+def child(tmp_path, body: str) -> list[str]:
+    script = tmp_path / "child.py"
+    script.write_text(HONEST + textwrap.dedent(body))
+    return [sys.executable, str(script)]
+
+
+def test_signed_message_comes_back(tmp_path):
+    res = run_sandboxed(child(tmp_path, 'chan.send({"status": "ok", "job": hello["job"]})'), {"x": 1}, timeout_s=30)
+    assert res.message == {"status": "ok", "job": {"x": 1}}
+
+
+def test_secrets_are_scrubbed_from_env(tmp_path, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-should-not-leak")
+    monkeypatch.setenv("HF_TOKEN", "hf-should-not-leak")
+    monkeypatch.setenv("DB_PASSWORD", "pw")
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9")
+    monkeypatch.setenv("KGEN_HARMLESS", "kept")
+    res = run_sandboxed(child(tmp_path, 'chan.send({"env": dict(os.environ)})'), {}, timeout_s=30)
+    env = res.message["env"]
+    for name in ("OPENAI_API_KEY", "HF_TOKEN", "DB_PASSWORD", "OPENAI_BASE_URL"):
+        assert name not in env
+    assert "sk-test-should-not-leak" not in str(env)
+    assert env["KGEN_HARMLESS"] == "kept"
+
+
+def test_fresh_temporary_working_directory_removed_after(tmp_path):
+    res = run_sandboxed(child(tmp_path, '''
+        open("scratch.txt", "w").write("x")
+        chan.send({"cwd": os.getcwd(), "listing": os.listdir(".")})'''), {}, timeout_s=30)
+    cwd = res.message["cwd"]
+    assert "kgen-sandbox-" in cwd and res.message["listing"] == ["scratch.txt"]
+    assert not os.path.exists(cwd)
+
+
+@pytest.mark.skipif(not network_isolation()[0], reason="unshare not available here")
+def test_network_is_cut_off(tmp_path):
+    res = run_sandboxed(child(tmp_path, '''
+        import socket
+        try:
+            socket.create_connection(("1.1.1.1", 53), timeout=3)
+            outcome = "connected"
+        except OSError as exc:
+            outcome = type(exc).__name__
+        chan.send({"outcome": outcome})'''), {}, timeout_s=30)
+    assert res.message["outcome"] != "connected"
+    assert any("network: isolated" in note for note in res.isolation)
+
+
+def test_timeout_kills_the_whole_process_group(tmp_path):
+    res = run_sandboxed(child(tmp_path, '''
+        import subprocess, time
+        p = subprocess.Popen(["sleep", "300"])
+        print(p.pid, flush=True)
+        while True:
+            time.sleep(1)'''), {}, timeout_s=3)
+    assert res.timed_out and res.message is None
+    grandchild = int(res.stdout.split()[0])
+    time.sleep(0.2)
+    assert not _alive(grandchild)
+
+
+def _alive(pid: int) -> bool:
+    """True while pid runs; a zombie waiting for its (re)parent to reap it is dead."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def test_output_is_capped_and_drained(tmp_path):
+    res = run_sandboxed(child(tmp_path, '''
+        sys.stdout.write("x" * 5_000_000)
+        sys.stdout.flush()
+        chan.send({"done": True})'''), {}, timeout_s=60, output_cap_bytes=1000)
+    assert res.message == {"done": True}
+    assert len(res.stdout) == 1000 and res.stdout_dropped == 5_000_000 - 1000
+
+
+def test_verdict_printed_to_stdout_is_not_a_verdict(tmp_path):
+    res = run_sandboxed(child(tmp_path, 'print(\'{"status": "ok"}\')'), {}, timeout_s=30)
+    assert res.message is None and "no result message" in res.channel_problem
+
+
+def test_unsigned_write_to_the_channel_is_not_a_verdict(tmp_path):
+    res = run_sandboxed(child(tmp_path, '''
+        import json
+        fake = json.dumps({"sig": "0" * 64, "payload": json.dumps({"status": "ok"})})
+        os.write(int(os.environ["KGEN_RESULT_FD"]), fake.encode() + b"\\n")'''), {}, timeout_s=30)
+    assert res.message is None and "0 correctly signed" in res.channel_problem
+
+
+def test_second_message_voids_the_verdict(tmp_path):
+    res = run_sandboxed(child(tmp_path, '''
+        os.write(int(os.environ["KGEN_RESULT_FD"]), b'{"status": "ok"}\\n')
+        chan.send({"status": "mismatch"})'''), {}, timeout_s=30)
+    assert res.message is None
+
+
+def test_child_exit_code_reported_without_message(tmp_path):
+    res = run_sandboxed(child(tmp_path, 'os._exit(0)'), {}, timeout_s=30)
+    assert res.returncode == 0 and res.message is None and not res.timed_out

@@ -1,0 +1,104 @@
+"""Task loading: good tasks load, malformed ones give a one-line error naming the file."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from verifier.task import TaskError, load_suite, load_task
+
+ROOT = Path(__file__).resolve().parents[2]
+
+GOOD = '''
+import torch, torch.nn as nn
+ATOL = 1e-3
+class Model(nn.Module):
+    def forward(self, x):
+        return torch.relu(x)
+def get_inputs():
+    return [torch.randn(4096, 4096)]
+def get_init_inputs():
+    return []
+def get_small_inputs():
+    return [torch.randn(127, 33)]
+'''
+
+
+def write(tmp_path, text, name="t.py"):
+    p = tmp_path / name
+    p.write_text(text)
+    return p
+
+
+def test_good_task_loads_with_extras(tmp_path):
+    task = load_task(write(tmp_path, GOOD))
+    assert task.name == "t"
+    assert task.atol == 1e-3 and task.rtol is None
+    assert task.has_small_inputs
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("def f(:\n", "not valid Python"),
+    (GOOD.replace("class Model", "class Other"), "no class Model defined"),
+    (GOOD.replace("def get_inputs", "def get_other"), "no function get_inputs defined"),
+    (GOOD.replace("return [torch.randn(4096, 4096)]", "raise ValueError('bad shape')"), "get_inputs() raised ValueError: bad shape"),
+    (GOOD.replace("import torch, torch.nn as nn", "import torch, torch.nn as nn\nimport no_such_module_kgen"), "importing it raised ModuleNotFoundError"),
+    (GOOD.replace("ATOL = 1e-3", "ATOL = 'loose'"), "ATOL must be a number"),
+])
+def test_malformed_task_names_file_and_problem(tmp_path, text, expected):
+    path = write(tmp_path, text)
+    with pytest.raises(TaskError) as info:
+        load_task(path)
+    message = str(info.value)
+    assert str(path) in message and expected in message
+    assert "\n" not in message
+
+
+def test_missing_file(tmp_path):
+    with pytest.raises(TaskError, match="no such file"):
+        load_task(tmp_path / "absent.py")
+
+
+def test_not_utf8(tmp_path):
+    p = tmp_path / "bin.py"
+    p.write_bytes(b"\xff\xfe\x00garbage")
+    with pytest.raises(TaskError, match="not UTF-8"):
+        load_task(p)
+
+
+def test_big_inputs_are_checked_on_meta_device(tmp_path):
+    # 100k x 100k fp32 would be 40 GB: loading must not allocate it.
+    text = GOOD.replace("torch.randn(4096, 4096)", "torch.randn(100_000, 100_000)")
+    assert load_task(write(tmp_path, text)).name == "t"
+
+
+def test_suite_from_directory_and_list(tmp_path):
+    write(tmp_path, GOOD, "a.py")
+    write(tmp_path, GOOD, "b.py")
+    assert [p.name for p in load_suite(tmp_path)] == ["a.py", "b.py"]
+    lst = tmp_path / "suite.txt"
+    lst.write_text("# two tasks\nb.py\n\na.py  # trailing comment\n")
+    assert [p.name for p in load_suite(lst)] == ["b.py", "a.py"]
+    lst.write_text("missing.py\n")
+    with pytest.raises(TaskError, match="missing.py does not exist"):
+        load_suite(lst)
+
+
+def test_cli_malformed_task_exit_2_one_line_no_traceback(tmp_path):
+    task = write(tmp_path, GOOD.replace("class Model", "class Other"))
+    kernel = write(tmp_path, "x = 1\n", "k.py")
+    done = subprocess.run([sys.executable, "-m", "agent", "verify", str(task), str(kernel)],
+                          capture_output=True, text=True, cwd=ROOT)
+    assert done.returncode == 2
+    assert "Traceback" not in done.stderr
+    lines = [l for l in done.stderr.splitlines() if l.strip()]
+    assert len(lines) == 1 and "no class Model defined" in lines[0] and str(task) in lines[0]
+
+
+def test_cli_debug_shows_traceback(tmp_path):
+    task = write(tmp_path, GOOD.replace("class Model", "class Other"))
+    kernel = write(tmp_path, "x = 1\n", "k.py")
+    done = subprocess.run([sys.executable, "-m", "agent", "--debug", "verify", str(task), str(kernel)],
+                          capture_output=True, text=True, cwd=ROOT)
+    assert done.returncode != 0 and "Traceback" in done.stderr
