@@ -17,5 +17,7 @@ if ! python -c "import torch" 2>/dev/null; then
     pip install -q "torch==2.13.0" --index-url https://download.pytorch.org/whl/cpu
   fi
 fi
-pip install -q -e ".[test]"
+# NOTE: Triton 3.6's interpreter converts 1-element arrays with int(), which NumPy 2.4 refuses
+# ("only 0-dimensional arrays can be converted"): keep NumPy below 2.4 where the interpreter runs.
+pip install -q -e ".[test]" "numpy>=1.26,<2.4"
 echo "kgen is set up in .venv (torch $(python -c 'import torch; print(torch.__version__)'), CPU only)."
