@@ -1,0 +1,673 @@
+"""The optimize loop: a LangGraph state graph from a task to its best verified kernel.
+
+    analyze ─► propose ─► verify ─► profile ─► decide ─┬─► propose   (keep going)
+                                                       └─► END       (goal met, or a limit reached)
+
+- analyze: the task's shapes, dtypes, FLOPs and bytes (verifier.physics), the
+  roofline floor on this GPU; on a machine without a GPU nothing is timed and
+  the analysis says so.
+- propose: the proposer's N candidates for this round. They are numbered and
+  kept in the checkpointed state before anything is verified, so a resumed run
+  never pays for the same proposals twice.
+- verify: each candidate in the verifier's sandbox (in parallel on the CPU,
+  one at a time on a GPU, so timings never overlap). Every attempt is stored as
+  soon as its verdict is in; a resumed round reuses the stored verdicts.
+- profile: the round's new best kernel under the profiler; its diagnosis goes
+  into the next round's context.
+- decide: stop when the goal is met (speedup >= --target over the faster of
+  eager and torch.compile, or % of speed-of-light >= --sol; without a GPU, the
+  first correct kernel), or at --max-iters rounds, --patience rounds without a
+  better kernel, the token, dollar or wall-clock budget, or when the proposer
+  has nothing new to try.
+
+State is plain JSON (dicts and lists) and checkpointed after every node in
+`results/checkpoints.sqlite` with the run id as thread id, so
+`kgen optimize --resume RUN_ID` continues from the last completed step.
+
+    from agent.config import OptimizeConfig
+    from agent.graph import optimize
+    run = optimize("tasks/softmax.py", OptimizeConfig(max_iters=3))
+    print(run.status, run.best_speedup)
+
+Dependencies are injected (`proposer`, `verify_fn`, `profile_fn`), so the same
+loop runs with the real verifier and profiler, or with any others that keep
+their signatures.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import sqlite3
+import time
+from concurrent.futures import Future, ThreadPoolExecutor, as_completed
+from contextlib import closing
+from pathlib import Path
+from typing import Any, Callable, TypedDict
+
+from agent.config import OptimizeConfig
+from agent.live import LoopEvent
+from agent.proposers.base import AttemptSummary, Proposal, ProposeContext, Proposer, ProposerError
+from agent.records import Attempt, Run
+from agent.store import Store, new_run_id, scrub_url, utc_now
+from verifier.records import Task, VerifyConfig, VerifyResult
+
+VerifyFn = Callable[[Task, str, VerifyConfig], VerifyResult]
+ProfileFn = Callable[[Task, str], Any]      # returns a Diagnosis (to_dict(), to_text()) or None
+EventFn = Callable[[LoopEvent], None]
+
+_DEFAULT: Any = object()           # "build the default": distinct from an explicit None
+MIN_GAIN = 0.01                    # a new best must be this much faster (fraction of the best's time)
+DEFAULT_OPENAI_MODEL = "gpt-4.1"   # on OpenAI's own endpoint when neither --model nor KGEN_MODEL says
+
+
+class LoopState(TypedDict, total=False):
+    """The checkpointed state. NOTE: JSON only (dicts, lists, str, numbers): no dataclasses."""
+
+    run_id: str
+    analysis: dict               # from analyze: shapes, dtypes, flops, bytes, floor_ms, baselines, gpu
+    round: int                   # the round proposed last (0 before the first)
+    next_number: int             # the number the next attempt gets
+    round_size: int              # proposals the last round brought
+    pending: list                # this round's proposals (Proposal as dict + "number", "round"), unverified
+    history: list                # AttemptSummary dicts, oldest first; failures of the last round keep their source
+    best: dict | None            # the best passing attempt: number, source, median_ms, speedup, sol_pct, note
+    new_best: int | None         # number of the attempt that became best this round, to profile
+    diagnosis: dict | None       # Diagnosis.to_dict() of the best kernel
+    diagnosis_text: str | None   # Diagnosis.to_text() of the best kernel
+    stale_rounds: int            # rounds in a row without a better kernel
+    prompt_tokens: int
+    completion_tokens: int
+    cost_usd: float
+    wall_s: float                # seconds of loop time, over all sessions, as of the last decide
+    stop_reason: str | None      # set by decide when the loop ends
+
+
+# ---- the machine ----------------------------------------------------------------------------
+
+
+def resolve_device(requested: str) -> tuple[str, str]:
+    """("cuda" or "cpu", the GPU's name or "") for --device auto|cpu|cuda."""
+    import torch
+
+    available = torch.cuda.is_available()
+    if requested == "cuda" and not available:
+        raise ValueError("--device cuda: torch sees no CUDA device here (use --device cpu or auto)")
+    if requested == "cpu" or not available:
+        return "cpu", ""
+    return "cuda", torch.cuda.get_device_name()
+
+
+# ---- the default collaborators ---------------------------------------------------------------
+
+
+def make_proposer(config: OptimizeConfig, task: Task) -> Proposer:
+    """The proposer the config selects; a ProposerError says what to configure when it cannot be built."""
+    name = config.proposer_name()
+    if name == "openai":
+        from agent.proposers.openai import DEFAULT_BASE_URL, OpenAIConfig, OpenAIProposer
+
+        model = config.model_name()
+        if model is None:
+            endpoint = config.base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL
+            if endpoint.rstrip("/") != DEFAULT_BASE_URL:
+                raise ProposerError(f"--model is needed for the endpoint {scrub_url(endpoint)}: the name of a "
+                                    "model it serves (or set KGEN_MODEL)")
+            model = DEFAULT_OPENAI_MODEL
+        options: dict[str, Any] = {"model": model, "base_url": config.base_url}
+        if config.temperature is not None:
+            options["temperature"] = config.temperature
+        return OpenAIProposer(OpenAIConfig(**options))
+    try:
+        from agent.proposers.heuristic import HeuristicProposer
+    except ImportError as exc:
+        raise ProposerError(
+            f"the built-in heuristic proposer cannot be loaded ({exc}); configure an LLM instead: "
+            "set OPENAI_API_KEY (OpenAI), or OPENAI_BASE_URL / --base-url for any OpenAI-compatible "
+            "endpoint (vLLM, SGLang, Ollama), and --model") from exc
+    return HeuristicProposer(task)
+
+
+def default_verify_fn() -> VerifyFn:
+    from verifier.verify import verify
+
+    return verify
+
+
+def default_profile_fn(device: str, config: OptimizeConfig) -> ProfileFn | None:
+    """The profiler on a GPU; None without one (there is nothing to profile on the CPU)."""
+    if device != "cuda":
+        return None
+    from profiler.ncu import profile_candidate
+
+    def profile(task: Task, source: str):
+        return profile_candidate(task, source, timeout_s=config.verify_timeout_s)
+
+    return profile
+
+
+# ---- analysis --------------------------------------------------------------------------------
+
+
+def _describe_inputs(inputs) -> tuple[list, list]:
+    import torch
+
+    shapes, dtypes = [], []
+    for x in inputs:
+        if isinstance(x, torch.Tensor):
+            shapes.append(list(x.shape))
+            dtypes.append(str(x.dtype).removeprefix("torch."))
+        else:
+            shapes.append(None)
+            dtypes.append(f"{type(x).__name__} {x!r}"[:40])
+    return shapes, dtypes
+
+
+def analyze_task(task: Task, device: str, gpu: str, verify_config: VerifyConfig | None = None,
+                 backend: str = "triton") -> dict[str, Any]:
+    """What a proposer should know about a task before writing a kernel, as JSON.
+
+    Keys: gpu ("" without one), shapes and dtypes of the benchmark inputs,
+    flops and bytes (verifier.physics.count_work), on a known GPU the roofline
+    (sol_ms, floor_ms, peaks), baselines ({name: {"median_ms"}}: torch.compile
+    on a GPU from the verifier's cache; eager joins with the first timed
+    attempt), and a note saying what was not measured and why. Without a GPU,
+    the work is counted for the benchmark inputs on torch's meta device (no
+    memory, no compute), else for the small inputs; `checked_on` gives the
+    small shapes the CPU checks use.
+    """
+    import torch
+
+    from verifier import physics
+    from verifier.task import import_task_module
+
+    module = import_task_module(task.path.resolve(), f"kgen_analysis_{task.name}")
+    analysis: dict[str, Any] = {"gpu": gpu} if gpu else {}
+    notes: list[str] = []
+
+    def count(on: str, make_inputs):
+        torch.manual_seed(0)
+        with torch.device(on):
+            model = module.Model(*module.get_init_inputs())
+            inputs = [x.to(on) if isinstance(x, torch.Tensor) else x for x in make_inputs()]
+        work = physics.count_work(model.to(on).eval(), inputs)
+        return inputs, work
+
+    ways = [("cuda", "benchmark", module.get_inputs)] if device == "cuda" else \
+        [("meta", "benchmark", module.get_inputs)] + \
+        ([("cpu", "small", module.get_small_inputs)] if task.has_small_inputs else [])
+    work = None
+    failures = []
+    for on, label, make_inputs in ways:
+        try:
+            inputs, work = count(on, make_inputs)
+        except Exception as exc:   # the reference may not run on meta: the next way is tried
+            first_line = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ""
+            failures.append(f"{label} inputs on {on}: {type(exc).__name__}: {first_line}")
+            continue
+        analysis["shapes"], analysis["dtypes"] = _describe_inputs(inputs)
+        if label == "small":
+            notes.append("shapes and work are the small inputs' (the reference does not run on the meta device)")
+        analysis["bytes"] = work.bytes
+        if work.flops:
+            # NOTE: FlopCounterMode counts matmul, convolution and attention only; a pointwise or
+            # reduction task has no FLOP figure rather than a false 0
+            analysis["flops"] = work.flops
+            analysis["flops_by_op"] = work.flops_by_op
+        del inputs
+        break
+    else:
+        notes.append("work not counted (" + "; ".join(failures) + ")")
+    if device == "cuda":
+        torch.cuda.empty_cache()
+
+    if device != "cuda":
+        if task.has_small_inputs:
+            try:
+                with torch.device("meta"):
+                    small = module.get_small_inputs()
+                analysis["checked_on"] = "small inputs " + ", ".join(
+                    f"{s}:{d}" if s is not None else d for s, d in zip(*_describe_inputs(small)))
+            except Exception:   # shapes for the prompt only; the verifier reports real failures
+                pass
+        notes.append("no GPU: kernels are checked for correctness under the Triton interpreter; nothing is timed"
+                     if backend == "triton" else
+                     "no GPU: CUDA kernels are only compiled (nvcc); nothing is run, checked or timed")
+    elif work is not None:
+        peaks = physics.peaks_for(gpu)
+        if peaks is None:
+            notes.append(physics.peaks_note(gpu))
+        else:
+            analysis["sol_ms"] = physics.sol_ms(work, peaks)
+            analysis["floor_ms"] = physics.floor_ms(work, peaks)
+            analysis["peaks"] = {"name": peaks.name, "mem_gbps": peaks.mem_gbps,
+                                 "compute_tflops": peaks.compute_tflops(work.dtype)}
+    if device == "cuda" and verify_config is not None and verify_config.baselines:
+        # torch.compile is timed once per (GPU, task, torch) and cached by the verifier; eager is timed
+        # with every candidate, and the first timed attempt adds it
+        from verifier.verify import cached_baselines
+
+        baselines = cached_baselines(task, verify_config)
+        if baselines:
+            analysis["baselines"] = {k: {"median_ms": t.median_ms} for k, t in baselines.items()}
+    if notes:
+        analysis["note"] = "; ".join(notes)
+    return analysis
+
+
+def analysis_line(analysis: dict[str, Any]) -> str:
+    """One line for a person: shapes, work, speed-of-light, or why nothing is timed."""
+    parts = []
+    if analysis.get("shapes") is not None:
+        parts.append(" ".join(f"{s}:{d}" if s is not None else d
+                              for s, d in zip(analysis["shapes"], analysis.get("dtypes", []))))
+    if analysis.get("flops"):
+        parts.append(f"{analysis['flops'] / 1e9:.3g} GFLOP")
+    if analysis.get("bytes") is not None:
+        parts.append(f"{analysis['bytes'] / 1e6:.4g} MB moved at least")
+    if analysis.get("sol_ms") is not None:
+        parts.append(f"speed-of-light {analysis['sol_ms']:.4g} ms on {analysis.get('gpu')}")
+    baselines = analysis.get("baselines") or {}
+    if baselines:
+        parts.append("baselines " + ", ".join(f"{k} {v['median_ms']:.4g} ms" for k, v in baselines.items()))
+    if analysis.get("note"):
+        parts.append(analysis["note"])
+    return "; ".join(parts)
+
+
+# ---- the loop --------------------------------------------------------------------------------
+
+
+def _proposal_dict(p: Proposal, number: int, round_: int) -> dict[str, Any]:
+    return {**dataclasses.asdict(p), "number": number, "round": round_}
+
+
+class OptimizeLoop:
+    """The nodes of the graph, bound to one run's task, config, store and collaborators."""
+
+    def __init__(self, *, task: Task, config: OptimizeConfig, proposer: Proposer, store: Store, run: Run,
+                 verify_fn: VerifyFn, profile_fn: ProfileFn | None, verify_config: VerifyConfig,
+                 on_event: EventFn | None = None, wall_before_s: float = 0.0):
+        self.task = task
+        self.config = config
+        self.proposer = proposer
+        self.store = store
+        self.run = run
+        self.verify_fn = verify_fn
+        self.profile_fn = profile_fn
+        self.verify_config = verify_config
+        self.on_event = on_event
+        self.timed = run.device == "cuda"
+        self._wall_before_s = wall_before_s      # loop time of earlier sessions of this run
+        self._session_t0 = time.monotonic()
+
+    # -- plumbing --
+
+    def emit(self, kind: str, *, round: int = 0, attempt: Attempt | None = None, message: str = "") -> None:
+        if self.on_event is not None:
+            self.on_event(LoopEvent(kind=kind, run=self.run, round=round, attempt=attempt, message=message))
+
+    def wall_s(self) -> float:
+        return self._wall_before_s + (time.monotonic() - self._session_t0)
+
+    def context(self, state: LoopState, round_: int) -> ProposeContext:
+        best = state.get("best") or {}
+        return ProposeContext(
+            task_name=self.task.name, task_source=self.task.source, backend=self.config.backend,
+            analysis=dict(state.get("analysis") or {}), round=round_, n=self.config.candidates,
+            best_source=best.get("source"), best_ms=best.get("median_ms"), best_speedup=best.get("speedup"),
+            best_note=best.get("note", ""),
+            history=[AttemptSummary(**h) for h in state.get("history", [])],
+            diagnosis_text=state.get("diagnosis_text"), diagnosis=state.get("diagnosis"),
+        )
+
+    def build(self, checkpointer=None):
+        from langgraph.graph import END, StateGraph
+
+        graph = StateGraph(LoopState)
+        graph.add_node("analyze", self.analyze)
+        graph.add_node("propose", self.propose)
+        graph.add_node("verify", self.verify)
+        graph.add_node("profile", self.profile)
+        graph.add_node("decide", self.decide)
+        graph.set_entry_point("analyze")
+        graph.add_edge("analyze", "propose")
+        graph.add_edge("propose", "verify")
+        graph.add_edge("verify", "profile")
+        graph.add_edge("profile", "decide")
+        graph.add_conditional_edges("decide", lambda s: END if s.get("stop_reason") else "propose",
+                                    ["propose", END])
+        return graph.compile(checkpointer=checkpointer)
+
+    # -- nodes --
+
+    def analyze(self, state: LoopState) -> LoopState:
+        analysis = analyze_task(self.task, self.run.device, self.run.gpu, self.verify_config, self.config.backend)
+        self.emit("analysis", message=analysis_line(analysis))
+        return {"analysis": analysis}
+
+    def propose(self, state: LoopState) -> LoopState:
+        round_ = state.get("round", 0) + 1
+        self.emit("round", round=round_)
+        proposals = self.proposer.propose(self.context(state, round_))[: self.config.candidates]
+        number = state.get("next_number", 1)
+        pending = []
+        for p in proposals:
+            pending.append(_proposal_dict(p, number, round_))
+            number += 1
+        prompt_tokens = state.get("prompt_tokens", 0) + sum(p.prompt_tokens for p in proposals)
+        completion_tokens = state.get("completion_tokens", 0) + sum(p.completion_tokens for p in proposals)
+        cost = state.get("cost_usd", 0.0) + sum(p.cost_usd for p in proposals)
+        self.run.prompt_tokens, self.run.completion_tokens, self.run.cost_usd = prompt_tokens, completion_tokens, cost
+        self.run.rounds = round_
+        self.store.save_run(self.run)
+        spent = sum(p.prompt_tokens + p.completion_tokens for p in proposals)
+        self.emit("proposed", round=round_,
+                  message=f"{len(proposals)} proposal(s)" + (f", {spent:,} tokens" if spent else ""))
+        return {"round": round_, "round_size": len(pending), "next_number": number, "pending": pending,
+                "prompt_tokens": prompt_tokens,
+                "completion_tokens": completion_tokens, "cost_usd": cost, "new_best": None}
+
+    def _attempt(self, p: dict[str, Any], result: VerifyResult, started: str, sol_ms: float | None) -> Attempt:
+        return Attempt.from_result(
+            self.run.run_id, p["number"], p["round"], result, sol_ms=sol_ms, note=p.get("note", ""),
+            prompt_tokens=p.get("prompt_tokens", 0), completion_tokens=p.get("completion_tokens", 0),
+            cost_usd=p.get("cost_usd", 0.0), started_at=started, finished_at=utc_now())
+
+    def _no_code(self, p: dict[str, Any]) -> Attempt:
+        """A reply without a usable kernel: its repair message is the feedback for the next round."""
+        repair = p.get("repair") or "the reply held no usable kernel"
+        now = utc_now()
+        return Attempt(run_id=self.run.run_id, number=p["number"], round=p["round"], status="no_code",
+                       reason=repair.splitlines()[0][:200], feedback=repair, note=p.get("note", ""),
+                       prompt_tokens=p.get("prompt_tokens", 0), completion_tokens=p.get("completion_tokens", 0),
+                       cost_usd=p.get("cost_usd", 0.0), started_at=now, finished_at=now)
+
+    def _store_attempt(self, p: dict[str, Any], attempt: Attempt) -> Attempt:
+        self.store.save_attempt(self.run, attempt, source=p.get("source"), prompt=p.get("prompt", ""),
+                                response=p.get("response", ""))
+        self.run.attempts = max(self.run.attempts, attempt.number)
+        self.store.save_run(self.run)
+        self.emit("attempt", round=attempt.round, attempt=attempt)
+        return attempt
+
+    def _verify_one(self, p: dict[str, Any]) -> tuple[VerifyResult, str]:
+        started = utc_now()
+        return self.verify_fn(self.task, p["source"], self.verify_config), started
+
+    def verify(self, state: LoopState) -> LoopState:
+        done: dict[int, Attempt] = {}
+        todo = []
+        for p in state.get("pending", []):
+            stored = self.store.load_attempt(self.run.run_id, p["number"])
+            if stored is not None:              # verified before an interruption: never again
+                done[p["number"]] = stored
+            elif p.get("source") is None:
+                done[p["number"]] = self._store_attempt(p, self._no_code(p))
+            else:
+                todo.append(p)
+
+        sol_ms = (state.get("analysis") or {}).get("sol_ms")
+        # NOTE: on a GPU candidates are verified one at a time: two timings at once would both be wrong.
+        workers = 1 if self.timed else min(len(todo), os.cpu_count() or 1)
+        if workers <= 1:
+            for p in todo:
+                result, started = self._verify_one(p)
+                done[p["number"]] = self._store_attempt(
+                    p, self._attempt(p, result, started, sol_ms))
+        elif todo:
+            pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="kgen-verify")
+            try:
+                futures: dict[Future, dict[str, Any]] = {pool.submit(self._verify_one, p): p for p in todo}
+                for future in as_completed(futures):
+                    p = futures[future]
+                    result, started = future.result()
+                    done[p["number"]] = self._store_attempt(
+                        p, self._attempt(p, result, started, sol_ms))
+            finally:
+                # NOTE: on Ctrl-C, do not wait here for queued candidates; running ones end by their timeout.
+                pool.shutdown(wait=False, cancel_futures=True)
+
+        attempts = [done[p["number"]] for p in state.get("pending", [])]
+        return self._after_round(state, attempts)
+
+    def _after_round(self, state: LoopState, attempts: list[Attempt]) -> LoopState:
+        """Fold a verified round into the state: history, best, baselines."""
+        history = [{**h, "source": None} for h in state.get("history", [])]   # only the latest failures keep code
+        sources = {p["number"]: p.get("source") for p in state.get("pending", [])}
+        for a in attempts:
+            history.append(dataclasses.asdict(AttemptSummary(
+                number=a.number, status=a.status, reason=a.reason, median_ms=a.median_ms, speedup=a.speedup,
+                feedback=a.feedback, source=None if a.passed else sources.get(a.number), note=a.note)))
+
+        analysis = dict(state.get("analysis") or {})
+        if "eager" not in (analysis.get("baselines") or {}):
+            # the verifier times eager with every candidate: the first timing completes the analysis
+            for a in attempts:
+                baselines = (a.verify or {}).get("baselines") or {}
+                if baselines:
+                    analysis["baselines"] = {**{k: {"median_ms": v["median_ms"]} for k, v in baselines.items()},
+                                             **(analysis.get("baselines") or {})}
+                    break
+
+        best = state.get("best")
+        new_best = None
+        for a in attempts:
+            if a.passed and self._better(a, best):
+                best = {"number": a.number, "source": sources.get(a.number), "median_ms": a.median_ms,
+                        "speedup": a.speedup, "speedups": a.speedups, "sol_pct": a.sol_pct, "note": a.note}
+                new_best = a.number
+        if new_best is not None:
+            self.run.best_attempt = best["number"]
+            self.run.best_speedup, self.run.best_ms, self.run.best_sol_pct = \
+                best["speedup"], best["median_ms"], best["sol_pct"]
+            self.store.save_best(self.run, best["source"])
+            self.store.save_run(self.run)
+            self.emit("best", round=state.get("round", 0),
+                      attempt=next(a for a in attempts if a.number == new_best))
+        return {"pending": [], "history": history, "analysis": analysis, "best": best, "new_best": new_best}
+
+    def _better(self, attempt: Attempt, best: dict | None) -> bool:
+        if best is None:
+            return True
+        if attempt.median_ms is None or best.get("median_ms") is None:
+            return False   # untimed: no ground to call one correct kernel better than another
+        # NOTE: medians of the same kernel differ by about a percent from run to run; a smaller gain is noise
+        return attempt.median_ms < best["median_ms"] * (1.0 - MIN_GAIN)
+
+    def profile(self, state: LoopState) -> LoopState:
+        number = state.get("new_best")
+        if number is None or self.profile_fn is None:
+            return {}
+        stored = self.store.load_attempt(self.run.run_id, number)
+        if stored is not None and stored.profile is not None:   # profiled before an interruption
+            return {"diagnosis": stored.profile,
+                    "diagnosis_text": self.store.attempt_text(self.run.run_id, number, "profile.txt")}
+        try:
+            diagnosis = self.profile_fn(self.task, state["best"]["source"])
+        except Exception as exc:  # profiling is advice: the loop goes on without it
+            self.emit("warning", round=state.get("round", 0),
+                      message=f"profiling attempt {number} failed: {type(exc).__name__}: {exc}")
+            return {}
+        if diagnosis is None:
+            return {}
+        data, text = diagnosis.to_dict(), diagnosis.to_text()
+        self.store.save_profile(self.run, number, data, text)
+        attempt = self.store.load_attempt(self.run.run_id, number)
+        self.emit("profile", round=state.get("round", 0), attempt=attempt,
+                  message=text.strip().splitlines()[0] if text.strip() else "")
+        return {"diagnosis": data, "diagnosis_text": text}
+
+    def goal_met(self, best: dict | None) -> str | None:
+        """Why the run's goal is met by the best kernel, or None."""
+        if best is None:
+            return None
+        if not self.timed:
+            return f"attempt {best['number']} is correct; nothing was timed (no GPU)"
+        speedup, sol = best.get("speedup"), best.get("sol_pct")
+        if speedup is not None and speedup >= self.config.target:
+            return f"target reached: {speedup:.2f}x >= {self.config.target:g}x over the faster baseline"
+        if self.config.sol is not None and sol is not None and sol >= self.config.sol:
+            return f"{sol:.0f}% of speed-of-light >= {self.config.sol:g}%"
+        return None
+
+    def decide(self, state: LoopState) -> LoopState:
+        cfg = self.config
+        round_ = state.get("round", 0)
+        stale = 0 if state.get("new_best") is not None else state.get("stale_rounds", 0) + 1
+        wall = self.wall_s()
+        tokens = state.get("prompt_tokens", 0) + state.get("completion_tokens", 0)
+        cost = state.get("cost_usd", 0.0)
+        self.run.wall_s = wall
+        self.run.rounds = round_
+
+        reason = None if cfg.keep_going else self.goal_met(state.get("best"))
+        if reason is None and round_ >= cfg.max_iters:
+            reason = f"{round_} round(s) done (--max-iters {cfg.max_iters})"
+        if reason is None and stale >= cfg.patience:
+            reason = f"no better kernel in the last {stale} round(s) (--patience {cfg.patience})"
+        if reason is None and cfg.budget_usd is not None and cost >= cfg.budget_usd:
+            reason = f"dollar budget spent: ${cost:.4f} >= ${cfg.budget_usd:g}"
+        if reason is None and cfg.budget_tokens is not None and tokens >= cfg.budget_tokens:
+            reason = f"token budget spent: {tokens:,} >= {cfg.budget_tokens:,}"
+        if reason is None and cfg.timeout_s is not None and wall >= cfg.timeout_s:
+            reason = f"wall-clock budget spent: {wall:.0f} s >= {cfg.timeout_s:g} s"
+        history = state.get("history", [])
+        if reason is None and state.get("best") is None and any(h["status"] == "not_run" for h in history):
+            reason = ("a candidate compiles, but CUDA kernels cannot run without a GPU, so none can be checked "
+                      "here: run on a GPU, or use --backend triton (checked under the Triton interpreter)")
+        if reason is None:
+            exhausted = self.proposer.exhausted(self.context(state, round_ + 1))
+            if exhausted:
+                reason = f"the proposer has nothing new to try: {exhausted}"
+            elif state.get("round_size", 1) == 0:
+                reason = "the proposer proposed nothing"
+        self.store.save_run(self.run)
+        return {"stale_rounds": stale, "wall_s": wall, "stop_reason": reason}
+
+
+# ---- one run, start to end --------------------------------------------------------------------
+
+
+def _checkpointer(store: Store):
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    store.root.mkdir(parents=True, exist_ok=True)
+    # NOTE: the saver locks around its own use of the connection; nodes run on the calling thread.
+    conn = sqlite3.connect(store.checkpoints_path, check_same_thread=False, timeout=30.0)
+    return conn, SqliteSaver(conn)
+
+
+def optimize(task_path: str | Path | None, config: OptimizeConfig, *, resume: str | None = None,
+             proposer: Proposer | None = None, verify_fn: VerifyFn | None = None,
+             profile_fn: ProfileFn | None = _DEFAULT, on_event: EventFn | None = None,
+             store: Store | None = None) -> Run:
+    """Run (or resume) the loop for one task; returns the stored Run.
+
+    Raises TaskError for an unusable task file, ValueError for a bad device
+    request, ProposerError when the proposer cannot be built. Once the run is
+    stored, failures end in the Run instead: a proposer that gives up mid-run
+    marks it "failed", Ctrl-C marks it "interrupted" (both resumable), and any
+    other exception marks it "failed" and is raised again.
+    """
+    from verifier.task import load_task
+
+    store = store or Store(config.results_dir)
+    if resume is not None:
+        run = store.load_run(store.resolve_run_id(resume))
+        task = load_task(run.task_path)
+        if task_path is not None and Path(task_path).resolve() != Path(run.task_path).resolve():
+            raise ValueError(f"run {run.run_id} is for {run.task_path}, not {task_path}")
+        device = run.device
+        if device == "cuda":
+            resolve_device("cuda")   # a CUDA run continues only where CUDA is
+    else:
+        if task_path is None:
+            raise ValueError("a task file is needed (or --resume RUN_ID)")
+        task = load_task(task_path)
+        device, gpu = resolve_device(config.device)
+        run = None
+
+    proposer = proposer or make_proposer(config, task)
+    verify_fn = verify_fn or default_verify_fn()
+    if profile_fn is _DEFAULT:
+        profile_fn = default_profile_fn(device, config)
+
+    if run is None:
+        config = _resolved(config, proposer)
+        run = Run(run_id=new_run_id(task.name), task=task.name, task_path=str(task.path.resolve()),
+                  config=config.to_dict(), proposer=getattr(proposer, "name", type(proposer).__name__),
+                  model=(config.model or "") if config.proposer == "openai" else "",
+                  backend=config.backend, device=device, gpu=gpu, started_at=utc_now())
+        store.create_run(run)
+    else:
+        run.config = config.to_dict()
+        run.status, run.stop_reason, run.finished_at = "running", "", ""
+        store.save_run(run)
+
+    verify_config = VerifyConfig(device=device, timeout_s=config.verify_timeout_s,
+                                 cache_dir=store.root / "baselines")
+    loop = OptimizeLoop(task=task, config=config, proposer=proposer, store=store, run=run, verify_fn=verify_fn,
+                        profile_fn=profile_fn, verify_config=verify_config, on_event=on_event,
+                        wall_before_s=run.wall_s)
+    conn, saver = _checkpointer(store)
+    with closing(conn):
+        app = loop.build(saver)
+        thread = {"configurable": {"thread_id": run.run_id},
+                  # each round is four steps; LangGraph's default limit (25) would end a long run early
+                  "recursion_limit": 5 * config.max_iters + 20}
+        snapshot = app.get_state(thread)
+        if not snapshot.values:
+            graph_input: LoopState | None = {
+                "run_id": run.run_id, "round": 0, "next_number": 1, "pending": [], "history": [],
+                "best": None, "new_best": None, "diagnosis": None, "diagnosis_text": None, "stale_rounds": 0,
+                "prompt_tokens": 0, "completion_tokens": 0, "cost_usd": 0.0, "wall_s": 0.0, "stop_reason": None}
+        else:
+            graph_input = None
+            if not snapshot.next:
+                # the loop had ended; decide again under this (possibly extended) config
+                app.update_state(thread, {"stop_reason": None}, as_node="profile")
+        loop.emit("start")
+        try:
+            final = app.invoke(graph_input, thread, durability="sync")
+        except KeyboardInterrupt:
+            return _finish(store, run, loop, "interrupted",
+                           f"interrupted; continue with: kgen optimize --resume {run.run_id}")
+        except ProposerError as exc:
+            return _finish(store, run, loop, "failed", f"the proposer failed: {exc}")
+        except Exception as exc:
+            _finish(store, run, loop, "failed", f"kgen failed: {type(exc).__name__}: {exc}")
+            raise
+
+    best = final.get("best")
+    if loop.goal_met(best) is not None:
+        status = "succeeded"
+    elif best is not None:
+        status = "stopped"
+    else:
+        status = "failed"
+    reason = final.get("stop_reason") or ""
+    if best is None:
+        reason = f"no correct kernel: {reason}" if reason else "no correct kernel"
+    return _finish(store, run, loop, status, reason)
+
+
+def _resolved(config: OptimizeConfig, proposer: Proposer) -> OptimizeConfig:
+    """The config with what "auto" and the environment chose written in, so a resume asks the same proposer."""
+    name = getattr(proposer, "name", "")
+    if name not in ("openai", "heuristic"):
+        return config
+    changes: dict[str, Any] = {"proposer": name}
+    if name == "openai":
+        changes["model"] = getattr(getattr(proposer, "config", None), "model", None) or config.model_name()
+        changes["base_url"] = getattr(proposer, "base_url", None) or config.base_url
+    return config.replace(**changes)
+
+
+def _finish(store: Store, run: Run, loop: OptimizeLoop, status: str, reason: str) -> Run:
+    run.status, run.stop_reason = status, reason
+    run.finished_at = utc_now()
+    run.wall_s = loop.wall_s()
+    store.save_run(run)
+    loop.emit("stop", message=reason)
+    return run

@@ -1,0 +1,148 @@
+"""The records the optimize loop writes: one `Attempt` per candidate, one `Run` per task.
+
+An `Attempt` is a proposal together with its verdict (the verifier's
+`VerifyResult` as a dict), the profile of the kernel when it was profiled (the
+profiler's `Diagnosis` as a dict), and what producing it cost. A `Run` is the
+sequence of attempts for one task with its best kernel. Both are plain
+dataclasses; `agent.store` writes them as JSON files under `results/` and
+indexes them in SQLite, and `kgen show`/`kgen report`/`kgen leaderboard` read
+them back with `from_dict`.
+
+    python -c "from agent.records import Run; print(Run.__doc__)"
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from verifier.records import VerifyResult
+
+# Every status a run can be in. "running" is also what a run that died without
+# a chance to say so (power loss, kill -9) still reads; `kgen optimize --resume`
+# continues it either way.
+RUN_STATUSES = (
+    "running",      # the loop is working on it (or died without saying so)
+    "succeeded",    # the goal was met: the target speedup or % of speed-of-light; without a GPU, a correct kernel
+    "stopped",      # a limit ended it (rounds, patience, budget, wall time, proposer out of ideas) before the goal
+    "failed",       # no correct kernel at all, or the proposer could not go on (endpoint down)
+    "interrupted",  # Ctrl-C (or a crash) in the middle; resumable
+)
+
+
+@dataclass
+class Attempt:
+    """One candidate kernel: what was proposed, what the verifier and the profiler said."""
+
+    run_id: str
+    number: int                     # 1-based within the run, in proposal order
+    round: int                      # 1-based round of the loop that proposed it
+    status: str                     # a VerifyResult status, or "no_code" when the reply held no usable kernel
+    reason: str                     # one line
+    feedback: str = ""              # the verifier's capped feedback, or the repair message for "no_code"
+    verify: dict[str, Any] | None = None    # VerifyResult.to_dict(); None for "no_code"
+    profile: dict[str, Any] | None = None   # Diagnosis.to_dict(), when this kernel was profiled
+    median_ms: float | None = None  # the candidate's median time, GPU only
+    speedup: float | None = None    # against the faster of eager and torch.compile (VerifyResult.best_speedup)
+    sol_pct: float | None = None    # speed-of-light time / median_ms x 100, on a GPU with known peaks
+    note: str = ""                  # the proposer's own explanation of the candidate
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float = 0.0
+    source_path: str = ""           # the stored kernel.py, relative to the results root ("" for "no_code")
+    started_at: str = ""            # ISO 8601, UTC: when verification started
+    finished_at: str = ""           # ISO 8601, UTC: when the verdict came back
+
+    @property
+    def passed(self) -> bool:
+        return self.status == "ok"
+
+    @property
+    def speedups(self) -> dict[str, float]:
+        """Speedup against each baseline ("eager", "compile", ...), empty when not timed."""
+        return dict((self.verify or {}).get("speedups") or {})
+
+    @property
+    def floor_ms(self) -> float | None:
+        """The physics check's floor the verifier applied (below it a time is impossible)."""
+        return (self.verify or {}).get("floor_ms")
+
+    @property
+    def top_stall(self) -> str:
+        """The profile's leading stall reason, "" when not profiled."""
+        stalls = (self.profile or {}).get("top_stalls") or []
+        if not stalls:
+            return ""
+        first = stalls[0]
+        return str(first.get("reason", "")) if isinstance(first, dict) else str(first)
+
+    @property
+    def bound(self) -> str:
+        """What limits the kernel according to the profile: "memory", "compute", "latency" or ""."""
+        return str((self.profile or {}).get("bound") or "")
+
+    @classmethod
+    def from_result(cls, run_id: str, number: int, round: int, result: "VerifyResult", *,
+                    sol_ms: float | None = None, **fields: Any) -> "Attempt":
+        """An attempt from the verifier's verdict; `sol_ms` (the task's speed-of-light time) gives sol_pct."""
+        median_ms = result.timing.median_ms if result.timing is not None else None
+        return cls(run_id=run_id, number=number, round=round, status=result.status, reason=result.reason,
+                   feedback=result.feedback, verify=result.to_dict(), median_ms=median_ms,
+                   speedup=result.best_speedup,
+                   sol_pct=100.0 * sol_ms / median_ms if sol_ms and median_ms else None, **fields)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "Attempt":
+        known = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+
+@dataclass
+class Run:
+    """One `kgen optimize` of one task: its settings, where it stands, and its best kernel."""
+
+    run_id: str                     # sortable and unique: 20261129-134501-matmul-a1b2
+    task: str                       # the task's name (file stem)
+    task_path: str                  # the task file as given, resolved
+    config: dict[str, Any] = field(default_factory=dict)   # OptimizeConfig as JSON, secrets scrubbed
+    proposer: str = ""              # "openai" or "heuristic"
+    model: str = ""                 # the model asked, "" for the heuristic proposer
+    backend: str = ""               # "triton" or "cuda"
+    device: str = ""                # "cuda" or "cpu": where candidates ran
+    gpu: str = ""                   # the GPU's name, "" without one
+    status: str = "running"         # one of RUN_STATUSES
+    stop_reason: str = ""           # one line: why the loop ended (or what went wrong)
+    best_attempt: int | None = None  # number of the best passing attempt
+    best_speedup: float | None = None   # its speedup against the faster baseline, when timed
+    best_ms: float | None = None    # its median time, when timed
+    best_sol_pct: float | None = None   # its % of the roofline floor, when timed
+    rounds: int = 0                 # rounds of the loop completed
+    attempts: int = 0               # attempts stored
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float = 0.0
+    started_at: str = ""            # ISO 8601, UTC
+    finished_at: str = ""           # ISO 8601, UTC; "" while running
+    wall_s: float = 0.0             # seconds the loop worked on it, summed over resumes
+
+    @property
+    def timed(self) -> bool:
+        """Whether the best kernel has a measured time (only on a GPU)."""
+        return self.best_ms is not None
+
+    @property
+    def tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "Run":
+        known = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})
