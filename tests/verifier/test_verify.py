@@ -1,0 +1,130 @@
+"""End to end through the sandbox: known-good kernels pass, known-bad ones get the right status and reason.
+
+Each case is a real candidate file under tests/verifier/candidates/, run by
+the verifier exactly as `kgen verify` runs it (CPU: Triton interpreter on the
+task's small inputs; CUDA sources compiled with nvcc, not run).
+"""
+
+from pathlib import Path
+
+import pytest
+
+from verifier.records import VerifyConfig
+from verifier.task import load_task
+from verifier.verify import verify
+
+ROOT = Path(__file__).resolve().parents[2]
+CANDIDATES = Path(__file__).resolve().parent / "candidates"
+CPU = VerifyConfig(device="cpu", timeout_s=120)
+
+GOOD_TRITON = ["softmax", "log_softmax", "layernorm", "rmsnorm", "gelu", "pointwise_chain", "sum_dim", "matmul",
+               "swiglu", "cross_entropy", "cumsum", "max_dim", "mean_dim", "transpose"]
+KERNELBENCH = Path(__file__).resolve().parent / "kernelbench"
+
+
+def run(task: str, candidate: Path, config: VerifyConfig = CPU):
+    return verify(load_task(ROOT / "tasks" / f"{task}.py"), candidate.read_text(), config)
+
+
+@pytest.mark.parametrize("task", GOOD_TRITON)
+def test_known_good_triton_candidate_passes(task):
+    result = run(task, CANDIDATES / "good" / f"{task}.py")
+    assert result.status == "ok", (result.reason, result.feedback[-800:])
+    assert result.ran and result.trials == 5
+    assert result.timing is None  # nothing is timed without a GPU
+    assert "cpu (Triton interpreter)" in result.device
+
+
+@pytest.mark.parametrize("name, status, words", [
+    ("wrong_result", "mismatch", "elements differ"),
+    ("triton_compile_error", "compile_error", "ModelNew.forward"),
+    ("runtime_error", "runtime_error", "in ModelNew.forward"),
+    ("torch_fallback", "rejected", "torch did the work"),
+    ("no_modelnew", "rejected", "no class ModelNew"),
+    ("mutates_input", "rejected", "input 0"),
+])
+def test_known_bad_candidate_gets_status_and_reason(name, status, words):
+    result = run("softmax", CANDIDATES / "bad" / f"{name}.py")
+    assert result.status == status, (result.status, result.reason)
+    assert words in result.reason, result.reason
+
+
+def test_mismatch_feedback_shows_indices_and_values():
+    result = run("softmax", CANDIDATES / "bad" / "wrong_result.py")
+    assert "first mismatching indices" in result.feedback
+    assert "got" in result.feedback and "expected" in result.feedback
+
+
+@pytest.mark.parametrize("name", ["hang", "hang_kernel"])
+def test_hang_times_out_and_kgen_returns(name):
+    config = VerifyConfig(device="cpu", timeout_s=15)
+    result = run("softmax", CANDIDATES / "bad" / f"{name}.py", config)
+    assert result.status == "timeout"
+    assert "process group was killed" in result.reason
+    assert result.wall_s < 40
+
+
+def test_cuda_compile_error_reports_nvcc_message():
+    result = run("softmax", CANDIDATES / "bad" / "cuda_compile_error.py")
+    assert result.status == "compile_error", result.reason
+    assert "nvcc failed" in result.feedback + result.reason
+    assert "error" in result.feedback
+
+
+def test_cupy_candidate_compiles_but_is_not_run_without_gpu():
+    cupy_files = sorted((CANDIDATES / "cuda").glob("*cupy*.py"))
+    assert cupy_files, "a cupy candidate is expected under candidates/cuda/"
+    task = cupy_files[0].stem.split("_cupy")[0]
+    result = run(task, cupy_files[0])
+    assert result.status == "not_run", (result.reason, result.feedback[-600:])
+    assert "nothing was run" in result.reason and not result.ran
+
+
+def test_kernelbench_task_and_triton_solution_pass_unchanged():
+    # KernelBench files carry no kgen extras: no get_small_inputs, no ATOL.
+    task = load_task(KERNELBENCH / "19_ReLU.py")
+    assert not task.has_small_inputs
+    result = verify(task, (KERNELBENCH / "19_ReLU_triton.py").read_text(), CPU)
+    assert result.status == "ok", (result.reason, result.feedback[-600:])
+    assert any("get_small_inputs" in f for f in result.flags)
+
+
+@pytest.mark.slow
+def test_kernelbench_load_inline_solution_compiles_with_nvcc():
+    task = load_task(KERNELBENCH / "19_ReLU.py")
+    result = verify(task, (KERNELBENCH / "19_ReLU_cuda.py").read_text(), VerifyConfig(device="cpu", timeout_s=400))
+    assert result.status == "not_run", (result.reason, result.feedback[-600:])
+    assert "load_inline" in result.reason
+
+
+def test_cli_exit_codes(tmp_path):
+    import subprocess
+    import sys
+
+    good = subprocess.run([sys.executable, "-m", "agent", "verify", "tasks/softmax.py",
+                           str(CANDIDATES / "good" / "softmax.py"), "--device", "cpu"],
+                          cwd=ROOT, capture_output=True, text=True)
+    assert good.returncode == 0 and "OK" in good.stdout and "not timed" in good.stdout
+    bad = subprocess.run([sys.executable, "-m", "agent", "verify", "tasks/softmax.py",
+                          str(CANDIDATES / "bad" / "wrong_result.py"), "--json"],
+                         cwd=ROOT, capture_output=True, text=True)
+    import json
+
+    assert bad.returncode == 1 and json.loads(bad.stdout)["status"] == "mismatch"
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("task", ["softmax", "layernorm", "rmsnorm", "cross_entropy", "pointwise_chain", "swiglu"])
+def test_known_good_candidate_is_timed_on_gpu(task):
+    result = run(task, CANDIDATES / "good" / f"{task}.py", VerifyConfig(device="cuda", baselines=False, reps=30))
+    assert result.status == "ok", (result.reason, result.feedback[-600:])
+    assert result.timing.median_ms > 0 and "eager" in result.speedups
+    assert result.floor_ms is None or result.floor_ms < result.timing.median_ms
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", ["softmax_cupy", "softmax_load_inline"])
+def test_cuda_candidates_run_on_gpu(name):
+    result = run("softmax", CANDIDATES / "cuda" / f"{name}.py", VerifyConfig(device="cuda", baselines=False, reps=30))
+    assert result.status == "ok", (result.reason, result.feedback[-600:])
+    assert result.timing.median_ms > 0
