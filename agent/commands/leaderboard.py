@@ -1,0 +1,257 @@
+"""`kgen leaderboard SUITE`: optimize every task of a suite (or score a folder of kernels), one table.
+
+    kgen leaderboard tasks/suite-small.txt --max-iters 4          # every GPU here, one worker each
+    kgen leaderboard tasks/ --gpus 0,1 --name nightly --model gpt-4.1
+    kgen leaderboard tasks/ --name nightly                          # again: finished tasks are skipped
+    kgen leaderboard tasks/ --verify-only kernels/ --name mine      # existing kernels, no proposer
+    kgen leaderboard tasks/ --device cpu --workers 2                # no GPU: correctness only
+
+SUITE is a folder of task files or a text file listing them. The optimize
+flags are `kgen optimize`'s and apply to every task. On a GPU each worker owns
+one GPU (`--gpus`, default all of them): a task's timing and profiling never
+share a GPU with another's. On a CPU `--workers N` tasks run at once; nothing
+is timed there, so the speedup columns say "not timed" and fast_p for p > 0 is
+n/a. With `--verify-only DIR`, each task's kernel is the file of DIR named
+like it (`softmax.py`, or a single `softmax_*.py`).
+
+The board is written to <results>/leaderboards/<name>/leaderboard.json and
+leaderboard.md after every task, and printed at the end. Running it again
+with the same --name (and the same settings) skips the finished tasks.
+A task that cannot be loaded or whose run fails is a row that says why.
+
+Exit codes: 0 every task has a result; 1 some task could not be run (a
+malformed task file, a missing kernel, a kgen failure); 2 bad usage;
+130 interrupted (run it again with the same --name to continue).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+from agent.config import BACKENDS, DEVICES, PROPOSERS, OptimizeConfig
+
+
+def add_optimize_flags(p: argparse.ArgumentParser) -> None:
+    """`kgen optimize`'s flags (every default None: the stored board's settings apply when resuming)."""
+    d = OptimizeConfig.__dataclass_fields__
+    g = p.add_argument_group("optimize settings (as for kgen optimize; applied to every task)")
+    g.add_argument("--backend", choices=BACKENDS, help=f"kernel language (default {d['backend'].default})")
+    g.add_argument("--proposer", choices=PROPOSERS,
+                   help="auto: openai when OPENAI_API_KEY, OPENAI_BASE_URL or --base-url is set, else heuristic")
+    g.add_argument("--model", help="model name for the LLM proposer (default $KGEN_MODEL)")
+    g.add_argument("--base-url", help="OpenAI-compatible endpoint (default $OPENAI_BASE_URL, else OpenAI)")
+    g.add_argument("--temperature", type=float, help="sampling temperature for the LLM")
+    g.add_argument("--candidates", type=int, metavar="N", help=f"proposals per round (default {d['candidates'].default})")
+    g.add_argument("--max-iters", type=int, metavar="N", help=f"rounds at most (default {d['max_iters'].default})")
+    g.add_argument("--target", type=float, metavar="X",
+                   help=f"stop at this speedup over the faster baseline (default {d['target'].default})")
+    g.add_argument("--sol", type=float, metavar="PCT", help="also stop at this %% of speed-of-light")
+    g.add_argument("--patience", type=int, metavar="N",
+                   help=f"stop after N rounds without a better kernel (default {d['patience'].default})")
+    g.add_argument("--budget-usd", type=float, metavar="X", help="per task: stop once the LLM has cost this much")
+    g.add_argument("--budget-tokens", type=int, metavar="N", help="per task: stop once this many tokens were used")
+    g.add_argument("--timeout", type=float, metavar="S", help="per task: stop after S seconds")
+    g.add_argument("--device", choices=DEVICES, help="where candidates run (default auto: CUDA when present)")
+    g.add_argument("--keep-going", action="store_true", default=None,
+                   help="do not stop when the goal is met; use each task's whole budget")
+    g.add_argument("--verify-timeout", type=float, metavar="S",
+                   help=f"wall-clock limit per candidate (default {d['verify_timeout_s'].default:g} s)")
+    g.add_argument("--results", metavar="DIR", help="results folder (default $KGEN_RESULTS, else results)")
+
+
+def register(sub) -> None:
+    p = sub.add_parser("leaderboard", help="optimize every task of a suite (or score a folder of kernels): fast_p table",
+                       description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("suite", help="a folder of task files, or a text file listing them")
+    p.add_argument("--name", help="the board's name (default SUITE-DATE); the same name again resumes it")
+    p.add_argument("--workers", type=int, metavar="N",
+                   help="tasks at once: on a CPU default 1; on a GPU at most one per GPU")
+    p.add_argument("--gpus", metavar="0,1,...", help="GPUs to use, one worker each (default all)")
+    p.add_argument("--verify-only", metavar="DIR",
+                   help="score the kernels in DIR (one per task, named like it) with no proposer")
+    add_optimize_flags(p)
+    p.set_defaults(func=run)
+
+
+def _error(message: str) -> int:
+    print(f"kgen leaderboard: error: {message}", file=sys.stderr)
+    return 2
+
+
+def parse_gpus(text: str | None) -> tuple[int, ...] | None:
+    if text is None:
+        return None
+    try:
+        return tuple(int(part) for part in text.split(",") if part.strip())
+    except ValueError:
+        raise ValueError(f"--gpus takes GPU indices separated by commas, e.g. 0,1; got {text!r}") from None
+
+
+def board_config_from_args(args):
+    """The BoardConfig the flags describe (ValueError for a malformed --gpus)."""
+    from agent.leaderboard import BoardConfig
+
+    return BoardConfig(suite=args.suite, name=args.name, workers=args.workers, gpus=parse_gpus(args.gpus),
+                       verify_only=args.verify_only)
+
+
+def run(args) -> int:
+    from agent.commands.optimize import config_from_args
+    from agent.commands.show import make_console
+    from agent.graph import resolve_device
+    from agent.leaderboard import (ERROR, INTERRUPTED, MISSING, PENDING, TASK_ERROR, BoardRunner, LeaderboardError,
+                                   load_board, match_kernels, open_board, plan_workers, rich_board)
+    from verifier.task import TaskError, load_suite
+
+    try:
+        explicit = config_from_args(args)
+        board_config = board_config_from_args(args)
+    except ValueError as exc:
+        return _error(str(exc))
+    try:
+        task_paths = load_suite(board_config.suite)
+    except TaskError as exc:
+        return _error(str(exc))
+    kernels_dir = board_config.verify_only
+    if kernels_dir is not None and not Path(kernels_dir).is_dir():
+        return _error(f"--verify-only {kernels_dir}: not a folder of kernels")
+
+    name, mode = board_config.board_name(), board_config.mode
+    config = explicit
+    stored = load_board(explicit.results_dir, name) if board_config.name else None
+    if stored is not None and stored.mode == mode:
+        # settings left off the command line are the stored board's, so that the same --name resumes it;
+        # those given must match (open_board says which do not)
+        try:
+            config = config_from_args(args, OptimizeConfig.from_dict(
+                {**stored.config, "results_dir": explicit.results_dir}))
+        except ValueError as exc:
+            return _error(str(exc))
+
+    try:
+        device, gpu = resolve_device(config.device)
+    except ValueError as exc:
+        return _error(str(exc))
+    gpu_count = 0
+    if device == "cuda":
+        import torch
+
+        gpu_count = torch.cuda.device_count()
+    try:
+        workers = plan_workers(device, gpus=board_config.gpus, workers=board_config.workers, gpu_count=gpu_count,
+                               visible=os.environ.get("CUDA_VISIBLE_DEVICES"))
+        kernels_dir = str(Path(kernels_dir).resolve()) if kernels_dir else ""
+        board = open_board(config.results_dir, name=name, suite=board_config.suite, task_paths=task_paths,
+                           mode=mode, config=config.to_dict(), device=device, gpu=gpu, kernels_dir=kernels_dir)
+    except LeaderboardError as exc:
+        return _error(str(exc))
+    kernels = match_kernels(task_paths, Path(kernels_dir)) if kernels_dir else None
+
+    view = make_progress(sys.stderr, board)
+    runner = BoardRunner(board, config.results_dir, workers, kernels=kernels, on_start=view.started,
+                         on_row=view.finished)
+    done = [r for r in board.rows if runner.is_finished(r)]
+    view.already(done)
+    view.line(f"leaderboard {name}: {len(board.rows)} tasks ({len(done)} already done), {mode}, "
+              f"{len(workers)} worker(s): {', '.join(w.label for w in workers)}; folder {runner.folder}")
+    try:
+        with view:
+            board = runner.run()
+    except LeaderboardError as exc:
+        return _error(str(exc))
+
+    make_console().print(rich_board(board))
+    print(f"written: {runner.folder / 'leaderboard.json'}  {runner.folder / 'leaderboard.md'}")
+    print(f"review: kgen show {name}    kgen report {name}")
+    if runner.interrupted:
+        print(f"interrupted; continue with the same command and --name {name}", file=sys.stderr)
+        return 130
+    unrun = [r.task for r in board.rows if r.status in (ERROR, INTERRUPTED, MISSING, PENDING, TASK_ERROR)]
+    return 1 if unrun else 0
+
+
+# ---- progress --------------------------------------------------------------------------------------
+
+
+class _Progress:
+    """Tasks done, passing, and fast_1 so far: a rich progress bar on a terminal, lines otherwise."""
+
+    def __init__(self, stream, board, live: bool):
+        self.stream = stream
+        self.board = board
+        self.total = len(board.rows)
+        self.done = 0
+        self.passing = 0
+        self.rows = []
+        self.started_at = time.monotonic()
+        self.live = live
+        self._progress = None
+        self._bar = None
+
+    def __enter__(self):
+        if self.live:
+            from rich.console import Console
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+            self._progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                                      TextColumn("{task.fields[stats]}"), TimeElapsedColumn(),
+                                      console=Console(file=self.stream), transient=False)
+            self._progress.__enter__()
+            self._bar = self._progress.add_task("tasks", total=self.total, completed=self.done,
+                                                stats=self._stats())
+        return self
+
+    def __exit__(self, *exc):
+        if self._progress is not None:
+            self._progress.__exit__(*exc)
+
+    def _stats(self) -> str:
+        from agent.fastp import fast_p
+
+        outcomes = [r.outcome("eager") for r in self.rows]
+        f1 = fast_p(outcomes, 1.0) if outcomes else None
+        f1c = fast_p([r.outcome("compile") for r in self.rows], 1.0) if outcomes else None
+        text = f"passing {self.passing}/{self.done}"
+        if f1 is not None:
+            text += f"  fast_1 so far: eager {f1.text()}, compile {f1c.text()}"
+        return text
+
+    def already(self, rows) -> None:
+        """Rows finished by an earlier session of the board: counted, not run again."""
+        self.rows.extend(rows)
+        self.done += len(rows)
+        self.passing += sum(r.correct for r in rows)
+
+    def line(self, text: str) -> None:
+        if self._progress is not None:
+            self._progress.console.print(text)
+        else:
+            print(f"kgen: {text}", file=self.stream, flush=True)
+
+    def started(self, row, worker) -> None:
+        if self._progress is None:
+            self.line(f"{row.task}: started on {worker.label}")
+
+    def finished(self, row) -> None:
+        from agent.leaderboard import INTERRUPTED
+
+        if row.status == INTERRUPTED:     # not done: the next session of the board continues it
+            self.line(f"{row.task}: {row.reason}")
+            return
+        self.done += 1
+        self.passing += int(row.correct)
+        self.rows.append(row)
+        speed = f", {row.speedup_text('eager')} vs eager, {row.speedup_text('compile')} vs compile" if row.correct else ""
+        self.line(f"{row.task}: {row.status}{speed} - {row.reason[:120]}")
+        if self._progress is not None:
+            self._progress.update(self._bar, completed=self.done, stats=self._stats())
+        else:
+            self.line(f"{self.done}/{self.total} done; {self._stats()}")
+
+
+def make_progress(stream, board) -> _Progress:
+    return _Progress(stream, board, live=stream.isatty())

@@ -1,0 +1,269 @@
+"""`kgen show [RUN | TASK | LEADERBOARD]`: review stored runs in the terminal.
+
+    kgen show                       # the latest runs, and the stored leaderboards
+    kgen show 20261129-134501-softmax-a1b2    # one run: its attempts, the best kernel, where the files are
+    kgen show latest                # the newest run
+    kgen show softmax               # every run of the task softmax
+    kgen show nightly               # the leaderboard named nightly
+    kgen show RUN --attempt 3       # one attempt: its verdict, feedback, profile and kernel
+
+A run id may be shortened to any unique prefix. Reads the results folder
+(--results, else $KGEN_RESULTS, else results/) and its SQLite index.
+Exit codes: 0 shown; 2 nothing by that name.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+LIST_LIMIT = 15
+REASON_CHARS = 140      # of an attempt's reason in a table; `--attempt N` shows it whole
+PIPE_WIDTH = 160        # columns when stdout is not a terminal
+STATUS_STYLE = {"ok": "green", "succeeded": "green", "stopped": "yellow", "running": "cyan",
+                "interrupted": "magenta", "mismatch": "yellow", "no_code": "magenta"}
+
+
+def register(sub) -> None:
+    p = sub.add_parser("show", help="review runs, tasks and leaderboards in the terminal",
+                       description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("target", nargs="?", help="a run id (or unique prefix, or latest), a task name, or a leaderboard")
+    p.add_argument("--attempt", type=int, metavar="N", help="with a run: show attempt N in full")
+    p.add_argument("-n", "--limit", type=int, default=LIST_LIMIT, metavar="N",
+                   help=f"runs listed without a target (default {LIST_LIMIT})")
+    p.add_argument("--results", metavar="DIR", help="results folder (default $KGEN_RESULTS, else results)")
+    p.set_defaults(func=run)
+
+
+@dataclass(frozen=True)
+class Target:
+    """What a name given to `kgen show` or `kgen report` refers to."""
+
+    kind: str       # "run", "task" or "leaderboard"
+    name: str       # the run id, task name or board name
+
+
+def results_dir(args) -> str:
+    return args.results or os.environ.get("KGEN_RESULTS") or "results"
+
+
+def resolve_target(text: str, store, results: str | Path) -> Target:
+    """A run (exact id or "latest"), else a leaderboard, else a task with runs, else a run id prefix.
+
+    Raises KeyError with a message saying what was looked for.
+    """
+    from agent.leaderboard import load_board
+
+    try:
+        run_id = store.resolve_run_id(text)
+    except KeyError:
+        run_id = None
+    if run_id is not None and (run_id == text or text == "latest"):
+        return Target("run", run_id)
+    if load_board(results, text) is not None:
+        return Target("leaderboard", text)
+    if store.list_runs(task=text, limit=1):
+        return Target("task", text)
+    if run_id is not None:
+        return Target("run", run_id)
+    try:
+        store.resolve_run_id(text)
+    except KeyError as exc:      # several runs share the prefix: say which
+        if "matches" in str(exc):
+            raise
+    raise KeyError(f"no run, task or leaderboard named {text} under {results}")
+
+
+def run(args) -> int:
+    from agent.store import Store
+
+    results = results_dir(args)
+    store = Store(results)
+    console = make_console()
+    if args.target is None:
+        show_latest(console, store, results, args.limit)
+        return 0
+    try:
+        target = resolve_target(args.target, store, results)
+    except KeyError as exc:
+        print(f"kgen show: error: {str(exc).strip(chr(39))}", file=sys.stderr)
+        return 2
+    if target.kind == "leaderboard":
+        show_board(console, results, target.name)
+    elif target.kind == "task":
+        show_task(console, store, target.name)
+    elif args.attempt is not None:
+        return show_attempt(console, store, target.name, args.attempt)
+    else:
+        show_run(console, store, target.name)
+    return 0
+
+
+# ---- formatting ---------------------------------------------------------------------------------
+
+
+def speedup_text(passed: bool, speedup: float | None) -> str:
+    if not passed:
+        return "-"
+    return f"{speedup:.2f}x" if speedup is not None else "not timed"
+
+
+def best_text(run) -> str:
+    if run.best_attempt is None:
+        return "no verified kernel"
+    if run.best_speedup is not None:
+        sol = f", {run.best_sol_pct:.0f}% SOL" if run.best_sol_pct is not None else ""
+        return f"#{run.best_attempt}: {run.best_speedup:.2f}x ({run.best_ms:.4g} ms{sol})"
+    return f"#{run.best_attempt}: correct, not timed"
+
+
+def stall_text(attempt) -> str:
+    stalls = (attempt.profile or {}).get("top_stalls") or []
+    if not stalls or not isinstance(stalls[0], dict):
+        return attempt.top_stall
+    first = stalls[0]
+    share = first.get("share")
+    return f"{first.get('reason', '')} {share:.0%}" if isinstance(share, (int, float)) else str(first.get("reason", ""))
+
+
+def _cut(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
+def make_console():
+    """Rich output to stdout: the terminal's width, or a wide page when piped (tables stay whole)."""
+    from rich.console import Console
+
+    console = Console(file=sys.stdout)
+    if not console.is_terminal:
+        console = Console(file=sys.stdout, width=PIPE_WIDTH)
+    return console
+
+
+def _status(text: str):
+    from rich.text import Text
+
+    return Text(text, style=STATUS_STYLE.get(text, "red" if text not in ("-", "") else ""))
+
+
+# ---- views ---------------------------------------------------------------------------------------
+
+
+def runs_table(runs, title: str):
+    from rich.table import Table
+
+    table = Table(title=title, title_justify="left")
+    for col in ("run", "task", "status", "best", "attempts", "proposer", "device", "started"):
+        # ids, statuses and numbers stay whole; the rest wraps on a narrow terminal
+        table.add_column(col, no_wrap=col in ("run", "status", "attempts", "started"),
+                         justify="right" if col == "attempts" else "left")
+    for r in runs:
+        proposer = f"{r.proposer} ({r.model})" if r.model else r.proposer
+        table.add_row(r.run_id, r.task, _status(r.status), best_text(r), str(r.attempts), proposer,
+                      r.gpu or r.device, r.started_at.replace("T", " ")[:19])
+    return table
+
+
+def show_latest(console, store, results: str, limit: int) -> None:
+    from agent.leaderboard import list_boards
+
+    runs = store.list_runs(limit=limit)
+    if runs:
+        console.print(runs_table(runs, f"latest runs in {results}"))
+        console.print("one run: kgen show RUN_ID (a unique prefix will do)    as a page: kgen report RUN_ID")
+    else:
+        console.print(f"no runs in {results} yet: kgen optimize TASK starts one")
+    boards = list_boards(results)
+    if boards:
+        console.print(f"leaderboards: {', '.join(boards)}    (kgen show NAME)")
+
+
+def show_task(console, store, task: str) -> None:
+    runs = store.list_runs(task=task)
+    console.print(runs_table(runs, f"runs of {task}"))
+    console.print(f"one run: kgen show {runs[0].run_id}")
+
+
+def show_board(console, results: str, name: str) -> None:
+    from agent.leaderboard import board_dir, load_board, rich_board
+
+    board = load_board(results, name)
+    console.print(rich_board(board))
+    folder = board_dir(results, name)
+    console.print(f"files: {folder / 'leaderboard.json'}  {folder / 'leaderboard.md'}  {folder / 'logs'}/")
+    console.print(f"a task's run: kgen show RUN_ID    as a page: kgen report {name}")
+
+
+def attempts_table(run, attempts):
+    from rich.table import Table
+
+    table = Table(title=f"attempts ({len(attempts)})", title_justify="left")
+    for col, justify in (("#", "right"), ("round", "right"), ("status", "left"), ("time", "right"),
+                         ("speedup", "right"), ("top stall", "left"), ("reason", "left")):
+        table.add_column(col, justify=justify, no_wrap=col not in ("top stall", "reason"))
+    for a in attempts:
+        mark = "*" if a.number == run.best_attempt else ""
+        time_text = f"{a.median_ms:.4g} ms" if a.median_ms is not None else "-"
+        table.add_row(f"{a.number}{mark}", str(a.round), _status(a.status), time_text,
+                      speedup_text(a.passed, a.speedup), stall_text(a) or "-", _cut(a.reason, REASON_CHARS))
+    return table
+
+
+def show_run(console, store, run_id: str) -> None:
+    from rich.syntax import Syntax
+
+    run = store.load_run(run_id)
+    attempts = store.load_attempts(run_id)
+    folder = store.run_dir(run_id)
+    model = f" ({run.model})" if run.model else ""
+    console.print(f"[bold]run {run.run_id}[/bold]  task {run.task}  [{STATUS_STYLE.get(run.status, 'red')}]"
+                  f"{run.status}[/]", highlight=False)
+    console.print(f"why it ended: {run.stop_reason or '-'}", highlight=False)
+    console.print(f"proposer {run.proposer}{model}, {run.backend} on {run.gpu or run.device}; "
+                  f"{run.attempts} attempts in {run.rounds} round(s); tokens {run.tokens:,}; "
+                  f"cost ${run.cost_usd:.4f}; {run.wall_s:.0f} s", highlight=False)
+    console.print(f"best: {best_text(run)}" + ("" if run.device == "cuda" or run.best_attempt is None
+                                               else " (no GPU: checked under the Triton interpreter)"),
+                  highlight=False)
+    if attempts:
+        console.print(attempts_table(run, attempts))
+    best = store.best_source(run_id)
+    if best is not None:
+        console.print(f"[bold]best kernel[/bold] (attempt {run.best_attempt}): {folder / 'best.py'}", highlight=False)
+        console.print(Syntax(best, "python", line_numbers=True, word_wrap=False))
+    console.print(f"files: {folder}/  (run.json, best.py, attempt-NNN/ with kernel.py, verify.json, "
+                  "profile.json, prompt.md, response.md)", highlight=False)
+    console.print(f"one attempt: kgen show {run.run_id} --attempt N    as a page: kgen report {run.run_id}",
+                  highlight=False)
+
+
+def show_attempt(console, store, run_id: str, number: int) -> int:
+    from rich.syntax import Syntax
+
+    attempt = store.load_attempt(run_id, number)
+    if attempt is None:
+        print(f"kgen show: error: run {run_id} has no attempt {number}", file=sys.stderr)
+        return 2
+    folder = store.attempt_dir(run_id, number)
+    console.print(f"[bold]attempt {number}[/bold] of {run_id} (round {attempt.round}): "
+                  f"[{STATUS_STYLE.get(attempt.status, 'red')}]{attempt.status}[/] - {attempt.reason}",
+                  highlight=False)
+    speedups = attempt.speedups
+    if attempt.median_ms is not None:
+        console.print(f"time {attempt.median_ms:.4g} ms; speedups "
+                      + ", ".join(f"{k} {v:.2f}x" for k, v in speedups.items()), highlight=False)
+    if attempt.note:
+        console.print(f"note: {attempt.note}", highlight=False)
+    if attempt.feedback and not attempt.passed:
+        console.print(attempt.feedback.rstrip(), highlight=False, markup=False)
+    profile_text = store.attempt_text(run_id, number, "profile.txt")
+    if profile_text:
+        console.print(profile_text.rstrip(), highlight=False, markup=False)
+    source = store.attempt_text(run_id, number, "kernel.py")
+    if source is not None:
+        console.print(Syntax(source, "python", line_numbers=True))
+    console.print(f"files: {folder}/", highlight=False)
+    return 0
