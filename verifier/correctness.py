@@ -37,14 +37,35 @@ def tolerance(dtype: torch.dtype, atol: float | None, rtol: float | None) -> tup
     return (default if atol is None else atol), (default if rtol is None else rtol)
 
 
+def _is_sequence(out) -> bool:
+    # NOTE: exact types only (and torch's own structseqs such as torch.return_types.max): iterating a
+    # subclass of tuple would run the candidate's __iter__ inside the harness.
+    kind = type(out)
+    return kind in (tuple, list) or (kind.__module__ == "torch.return_types" and kind.__iter__ is tuple.__iter__
+                                     and kind.__getitem__ is tuple.__getitem__)
+
+
 def flatten_outputs(out) -> list:
     """A forward may return a tensor or a (nested) tuple/list of them."""
-    if isinstance(out, (tuple, list)):
+    if _is_sequence(out):
         items = []
         for o in out:
             items.extend(flatten_outputs(o))
         return items
     return [out]
+
+
+def not_plain(outputs: list) -> str | None:
+    """The type of the first output that is not a plain tensor or Python value, if any.
+
+    A tensor subclass or any other object could compute its values when the
+    harness first reads them, after the kernel "finished" and outside the op audit.
+    """
+    for o in outputs:
+        if type(o) is torch.Tensor or type(o) in (int, float, bool, type(None)):
+            continue
+        return type(o).__qualname__
+    return None
 
 
 def compare_outputs(cand, ref, atol: float | None = None, rtol: float | None = None) -> Mismatch | None:

@@ -3,6 +3,7 @@
     from verifier.sandbox import run_sandboxed
     res = run_sandboxed([sys.executable, "-m", "verifier.worker"], job, timeout_s=120)
     res.message  # the child's signed verdict, or None
+    res.limit    # "" or why the sandbox killed it ("started too many threads: 4101 > 4096")
 
 What is isolated:
 - a fresh Python process per run, in its own process group and session; on
@@ -13,32 +14,59 @@ What is isolated:
 - no network, where the OS allows: the child runs under `unshare -n` (as root)
   or `unshare -rn` (an unprivileged user namespace). When neither works the
   result's `isolation` list says "network: NOT isolated";
-- limits: no core dumps, files it writes capped in size, processes and threads
-  capped (RLIMIT_NPROC, where it applies: it does not bind root), captured
-  stdout/stderr capped per stream (the rest is drained and dropped);
+- a read-only file system, where the OS allows (`unshare -m`, then this
+  module's `confine` as a launcher before the real program): every mount is
+  remounted read-only except the sandbox's directory, the caller's `cwd`, and
+  kgen's compile caches; /dev/shm is a private tmpfs; /proc/sys and
+  /proc/sysrq-trigger are read-only; /proc and /dev stay as they are (CUDA
+  needs its device nodes). Probed once per process; `isolation` says which;
+- processes and threads: RLIMIT_NPROC does not bind root (and kgen runs as
+  root here and in CI), so two other bounds hold instead. Where the cgroup v1
+  `pids` controller is writable, the child runs in a fresh pids cgroup whose
+  `pids.max` the kernel enforces (forks and thread starts fail beyond it), and
+  which lets every member be killed at the end, even one that left the
+  session. Always, a watchdog thread in the parent counts, every 0.1 s, the
+  processes in the child's process group, session or process tree (/proc/*/stat)
+  and their threads (field num_threads); above MAX_PROCESSES processes or
+  MAX_THREADS threads it kills them all and the result says "started too many
+  processes" / "started too many threads";
+- host memory, where the cgroup v1 `memory` controller is writable: a fresh
+  memory cgroup capped at MEMORY_FRACTION of the machine's RAM, so a candidate
+  that touches too much memory is killed by the kernel alone ("used more than
+  N GB of host memory"), not another process on the machine. An allocation
+  larger than the machine fails at once in the child (an out-of-memory error,
+  reported as the candidate's runtime error);
+- no core dumps; files it writes capped in size; captured stdout/stderr capped
+  per stream (the rest is drained and dropped);
 - the verdict comes back over a pipe, signed with a key only the harness knows
   (verifier.channel): the candidate's stdout, files and exit code cannot forge it.
 
 What is NOT isolated:
-- the file system: the child runs as the same user and could write wherever
-  that user can (the verifier's static checks reject file writes, but this is
-  not a boundary against a determined attacker);
+- where the probes fail (no `unshare -m`, no writable cgroups), the file system
+  and memory: the child runs as the same user and could write wherever that
+  user can; the run-time policy in the worker (verifier.integrity) still
+  refuses the candidate's own file writes outside its directory;
+- kgen's compile caches (Triton, torch extensions, CuPy) under ~/.cache/kgen are
+  writable and shared between runs, so that a re-verification is fast: a
+  candidate could leave files there;
 - the GPU: it is shared with the parent; a GPU fault kills only the child's
   context, but a kernel that hangs the GPU until the timeout holds it that long;
-- memory: host and GPU memory are not capped by this module (CUDA reserves
-  huge virtual ranges, so RLIMIT_AS would break honest kernels); a candidate
-  that allocates too much fails with an out-of-memory error or is killed by the OS;
-- shared compile caches (Triton, torch extensions, CuPy) under ~/.cache/kgen,
-  which make a re-verification fast.
+  GPU memory is not capped;
+- /proc of the machine (no PID namespace): the child can see other processes.
 A candidate that defeats the static checks with dynamic code could reach the
 harness's memory; kgen's guarantees hold against the exploit classes its test
 suite names, not against arbitrary malicious code. Run untrusted kernels on a
 machine you can afford to lose.
+
+`python -m verifier.sandbox --confine DIR... -- PROGRAM ARGS...` is the launcher
+that applies the read-only file system inside the new mount namespace and then
+executes PROGRAM; run_sandboxed puts it in front of the child's command.
 """
 
 from __future__ import annotations
 
 import functools
+import json
 import os
 import re
 import resource
@@ -46,6 +74,7 @@ import secrets
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -57,8 +86,13 @@ from verifier import channel
 SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|CREDENTIAL|^OPENAI_", re.IGNORECASE)
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 CACHE_ROOT = Path(os.environ.get("KGEN_CACHE", Path.home() / ".cache" / "kgen"))
-MAX_PROCS = 512            # threads count against RLIMIT_NPROC on Linux; torch + triton use ~100
+MAX_PROCS = 512            # RLIMIT_NPROC for a non-root user (threads count against it on Linux)
+MAX_PROCESSES = 128        # processes in the child's group/session/tree (inductor's compile workers: ~32)
+MAX_THREADS = 4096         # threads summed over them (torch + triton use ~100 on a large host)
+MAX_TASKS = 2 * MAX_THREADS  # the pids cgroup's hard cap (the watchdog acts first, with a reason)
+MEMORY_FRACTION = 0.5      # of the machine's RAM, for the memory cgroup
 MAX_FILE_BYTES = 1 << 30   # largest file the child may write
+WATCH_INTERVAL_S = 0.1
 
 
 @dataclass
@@ -75,6 +109,7 @@ class SandboxResult:
     wall_s: float = 0.0
     stdout_dropped: int = 0          # bytes beyond the cap
     stderr_dropped: int = 0
+    limit: str = ""                  # why the sandbox killed the child for a limit (processes, threads, memory)
 
 
 def scrubbed_env(extra: dict[str, str] | None = None) -> dict[str, str]:
@@ -111,6 +146,38 @@ def network_isolation() -> tuple[list[str], str]:
     return [], f"network: NOT isolated (unshare failed: {last[:120]})"
 
 
+def _launcher(writable: list[str]) -> list[str]:
+    return [sys.executable, "-m", "verifier.sandbox", "--confine", *writable, "--"]
+
+
+@functools.lru_cache(maxsize=1)
+def file_confinement() -> tuple[bool, str]:
+    """Whether a mount namespace with a read-only file system works here (probed once)."""
+    net_prefix, _ = network_isolation()
+    if not net_prefix:
+        return False, "files: NOT confined (no unshare)"
+    probe_dir = Path(tempfile.mkdtemp(prefix="kgen-probe-"))
+    outside = probe_dir.parent / f"kgen-probe-outside-{secrets.token_hex(4)}"
+    check = ("import sys\n"
+             "open('inside', 'w').write('x')\n"
+             f"try:\n    open({str(outside)!r}, 'w').write('x')\nexcept OSError:\n    sys.exit(0)\n"
+             "sys.exit(3)\n")
+    cmd = net_prefix + ["-m"] + _launcher([str(probe_dir)]) + [sys.executable, "-c", check]
+    try:
+        done = subprocess.run(cmd, capture_output=True, timeout=60, env=scrubbed_env(), cwd=probe_dir)
+        ok = done.returncode == 0 and (probe_dir / "inside").exists() and not outside.exists()
+        why = done.stderr.decode(errors="replace").strip().splitlines()[-1:] if not ok else []
+    except (OSError, subprocess.SubprocessError) as exc:
+        ok, why = False, [str(exc)]
+    finally:
+        shutil.rmtree(probe_dir, ignore_errors=True)
+        if outside.exists():
+            outside.unlink()
+    if ok:
+        return True, "files: read-only outside the sandbox's directory and compile caches (unshare -m)"
+    return False, f"files: NOT confined ({(why or ['mount namespace unavailable'])[0][:120]})"
+
+
 def _limit_child() -> None:
     # Runs in the child between fork and exec.
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
@@ -142,11 +209,145 @@ class _Drain(threading.Thread):
         self.stream.close()
 
 
-def _kill_group(proc: subprocess.Popen) -> None:
+# ----------------------------------------------------------------------------------------------
+# counting and killing the child's processes
+
+
+def _proc_table() -> dict[int, tuple[int, int, int, int]]:
+    """pid -> (ppid, pgrp, session, threads) for every live process."""
+    table = {}
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/stat", "rb") as f:
+                stat = f.read().decode(errors="replace")
+        except OSError:
+            continue
+        fields = stat.rsplit(")", 1)[-1].split()
+        if len(fields) < 18 or fields[0] in ("Z", "X"):
+            continue
+        table[int(entry.name)] = (int(fields[1]), int(fields[2]), int(fields[3]), int(fields[17]))
+    return table
+
+
+def members(root: int, table: dict | None = None) -> dict[int, int]:
+    """pid -> threads of every process in root's group, session or process tree."""
+    table = _proc_table() if table is None else table
+    children: dict[int, list[int]] = {}
+    for pid, (ppid, _, _, _) in table.items():
+        children.setdefault(ppid, []).append(pid)
+    found = {pid for pid, (_, pgrp, sid, _) in table.items() if pgrp == root or sid == root}
+    todo = [root] if root in table else []
+    while todo:
+        pid = todo.pop()
+        found.add(pid)
+        todo.extend(c for c in children.get(pid, []) if c not in found)
+    return {pid: table[pid][3] for pid in found if pid in table}
+
+
+def _kill_all(root: int, pids) -> None:
     try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
+        os.killpg(root, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
         pass
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+class _Watchdog(threading.Thread):
+    """Counts the child's processes and threads; kills them all above the caps."""
+
+    def __init__(self, root: int, max_processes: int, max_threads: int):
+        super().__init__(daemon=True)
+        self.root, self.max_processes, self.max_threads = root, max_processes, max_threads
+        self.stop = threading.Event()
+        self.exceeded = ""
+
+    def run(self) -> None:
+        while not self.stop.wait(WATCH_INTERVAL_S):
+            found = members(self.root)
+            if not found:
+                continue
+            threads = sum(found.values())
+            if len(found) > self.max_processes:
+                self.exceeded = f"started too many processes: {len(found)} > {self.max_processes}"
+            elif threads > self.max_threads:
+                self.exceeded = f"started too many threads: {threads} > {self.max_threads}"
+            if self.exceeded:
+                for _ in range(3):  # a fork racing the kill is caught by the next pass
+                    _kill_all(self.root, members(self.root) or found)
+                return
+
+
+class _Cgroup:
+    """A fresh cgroup (v1) under this process's own, for one controller; None where not writable."""
+
+    def __init__(self, path: Path):
+        self.path = path
+
+    @classmethod
+    def create(cls, controller: str, limits: dict[str, int]) -> "_Cgroup | None":
+        base = Path("/sys/fs/cgroup") / controller
+        try:
+            own = next(line.split(":", 2)[2] for line in Path("/proc/self/cgroup").read_text().splitlines()
+                       if controller in line.split(":", 2)[1].split(","))
+            path = base / own.lstrip("/") / f"kgen-{secrets.token_hex(6)}"
+            path.mkdir()
+        except (OSError, StopIteration, IndexError):
+            return None
+        group = cls(path)
+        try:
+            for name, value in limits.items():
+                (path / name).write_text(str(value))
+        except OSError:
+            group.remove()
+            return None
+        return group
+
+    def add(self, pid: int) -> bool:
+        try:
+            (self.path / "cgroup.procs").write_text(str(pid))
+            return True
+        except OSError:
+            return False
+
+    def read(self, name: str) -> str:
+        try:
+            return (self.path / name).read_text()
+        except OSError:
+            return ""
+
+    def remove(self) -> None:
+        for _ in range(50):
+            pids = [int(p) for p in self.read("cgroup.procs").split() if p.isdigit()]
+            for pid in pids:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
+            try:
+                self.path.rmdir()
+                return
+            except OSError:
+                time.sleep(0.02)
+
+
+def _memory_cap_bytes() -> int:
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                return int(int(line.split()[1]) * 1024 * MEMORY_FRACTION)
+    except (OSError, ValueError):
+        pass
+    return 0
+
+
+# ----------------------------------------------------------------------------------------------
+# running
 
 
 def run_sandboxed(
@@ -158,6 +359,9 @@ def run_sandboxed(
     cwd: Path | None = None,
     extra_env: dict[str, str] | None = None,
     isolate_network: bool = True,
+    confine_files: bool = True,
+    max_processes: int = MAX_PROCESSES,
+    max_threads: int = MAX_THREADS,
 ) -> SandboxResult:
     """Run argv in a fresh sandboxed process; the job reaches it on stdin with the channel's key."""
     key = secrets.token_bytes(32)
@@ -166,15 +370,28 @@ def run_sandboxed(
     prefix, net_note = network_isolation() if isolate_network else ([], "network: not isolated (not asked)")
     env = scrubbed_env(extra_env)
     env.update(HOME=str(workdir), TMPDIR=str(workdir), KGEN_RESULT_FD=str(write_fd))
-    for d in ("TRITON_CACHE_DIR", "TORCH_EXTENSIONS_DIR", "CUPY_CACHE_DIR"):
-        Path(env[d]).mkdir(parents=True, exist_ok=True)
+    caches = [env[d] for d in ("TRITON_CACHE_DIR", "TORCH_EXTENSIONS_DIR", "CUPY_CACHE_DIR")]
+    for d in caches:
+        Path(d).mkdir(parents=True, exist_ok=True)
+    notes = [net_note]
+    command = prefix + list(argv)
+    if confine_files and prefix:
+        confined, files_note = file_confinement()
+        if confined:
+            writable = [str(workdir)] + ([str(Path(cwd).resolve())] if cwd else []) + caches
+            command = prefix + ["-m"] + _launcher(writable) + list(argv)
+        notes.append(files_note)
+    else:
+        notes.append("files: not confined (not asked)" if not confine_files else "files: NOT confined (no unshare)")
+
+    pids_group = _Cgroup.create("pids", {"pids.max": MAX_TASKS})
+    memory_cap = _memory_cap_bytes()
+    memory_group = _Cgroup.create("memory", {"memory.limit_in_bytes": memory_cap}) if memory_cap else None
 
     start = time.perf_counter()
-    import json
-
     stdin_line = json.dumps({"key": key.hex(), "job": job}).encode() + b"\n"
     proc = subprocess.Popen(
-        prefix + list(argv),
+        command,
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -185,6 +402,15 @@ def run_sandboxed(
         preexec_fn=_limit_child,
     )
     os.close(write_fd)
+    # NOTE: the child waits for its job on stdin, so it forks nothing before it is in its cgroups.
+    groups = [g for g in (pids_group, memory_group) if g is not None and g.add(proc.pid)]
+    notes.append(f"processes: at most {max_processes}, threads: at most {max_threads} (watchdog"
+                 f"{'; pids cgroup' if pids_group in groups and pids_group else ''})")
+    if memory_group in groups and memory_group:
+        notes.append(f"memory: at most {memory_cap / 1e9:.0f} GB (memory cgroup)")
+    else:
+        notes.append("memory: NOT capped")
+    watchdog = _Watchdog(proc.pid, max_processes, max_threads)
     out, err = _Drain(proc.stdout, output_cap_bytes), _Drain(proc.stderr, output_cap_bytes)
     result_chunks: list[bytes] = []
 
@@ -197,7 +423,7 @@ def run_sandboxed(
                     result_chunks.append(chunk)
 
     reader = threading.Thread(target=read_result, daemon=True)
-    for t in (out, err, reader):
+    for t in (out, err, reader, watchdog):
         t.start()
     try:
         proc.stdin.write(stdin_line)
@@ -210,15 +436,30 @@ def run_sandboxed(
         proc.wait(timeout=timeout_s)
     except subprocess.TimeoutExpired:
         timed_out = True
-    # Kill whatever is left of the group: on timeout, and also stray children of a finished child.
-    _kill_group(proc)
+    watchdog.stop.set()
+    watchdog.join(timeout=5)
+    # Kill whatever is left: on timeout, and also stray children of a finished child.
+    _kill_all(proc.pid, members(proc.pid))
     proc.wait()
+    limit = watchdog.exceeded
+    if memory_group in groups and memory_group and not limit and proc.returncode == -signal.SIGKILL:
+        counts = dict(line.split() for line in memory_group.read("memory.oom_control").splitlines()
+                      if len(line.split()) == 2)
+        if counts.get("oom_kill", "0") != "0" or memory_group.read("memory.failcnt").strip() not in ("", "0"):
+            limit = f"used more than {memory_cap / 1e9:.0f} GB of host memory"
+    for g in groups:
+        g.remove()
+    for g in (pids_group, memory_group):
+        if g is not None and g not in groups:
+            g.remove()
     for t in (out, err, reader):
         t.join(timeout=5)
     wall = time.perf_counter() - start
     shutil.rmtree(workdir, ignore_errors=True)
 
     message, problem = channel.decode(key, b"".join(result_chunks))
+    if limit:
+        message, problem = None, f"{limit}; the sandbox killed it"
     return SandboxResult(
         returncode=None if timed_out else proc.returncode,
         stdout=out.kept.decode(errors="replace"),
@@ -226,9 +467,100 @@ def run_sandboxed(
         timed_out=timed_out,
         message=None if timed_out else message,
         channel_problem="timed out" if timed_out else problem,
-        isolation=[net_note, "env: secrets scrubbed", "cwd: fresh temporary directory",
-                   f"time: {timeout_s:.0f} s wall limit, process group killed"],
+        isolation=notes + ["env: secrets scrubbed", "cwd: fresh temporary directory",
+                           f"time: {timeout_s:.0f} s wall limit, process group killed"],
         wall_s=wall,
         stdout_dropped=out.dropped,
         stderr_dropped=err.dropped,
+        limit=limit,
     )
+
+
+# ----------------------------------------------------------------------------------------------
+# the launcher: a read-only file system inside the child's own mount namespace
+
+_MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_NOEXEC = 1, 2, 4, 8
+_MS_REMOUNT, _MS_BIND, _MS_REC = 32, 4096, 16384
+_MS_NOATIME, _MS_NODIRATIME, _MS_RELATIME = 1024, 2048, 1 << 21
+_KEEP_FLAGS = {"nosuid": _MS_NOSUID, "nodev": _MS_NODEV, "noexec": _MS_NOEXEC, "noatime": _MS_NOATIME,
+               "nodiratime": _MS_NODIRATIME, "relatime": _MS_RELATIME}
+_PROC_READ_ONLY = ["/proc/sys", "/proc/sysrq-trigger", "/proc/irq", "/proc/bus", "/proc/fs"]
+
+
+def _mount(libc, source: str | None, target: str, fstype: str | None, flags: int, data: str | None = None) -> None:
+    enc = lambda v: v.encode() if v is not None else None  # noqa: E731
+    if libc.mount(enc(source), enc(target), enc(fstype), flags, enc(data)) != 0:
+        import ctypes
+
+        errno = ctypes.get_errno()
+        raise OSError(errno, f"mount {target}: {os.strerror(errno)}")
+
+
+def _mounts() -> list[tuple[str, set[str]]]:
+    """(mount point, per-mount options) from /proc/self/mountinfo, outermost first."""
+    found = []
+    for line in Path("/proc/self/mountinfo").read_text().splitlines():
+        parts = line.split()
+        point = parts[4].encode().decode("unicode_escape")
+        found.append((point, set(parts[5].split(","))))
+    return sorted(found, key=lambda m: m[0].count("/") if m[0] != "/" else 0)
+
+
+def confine(writable: list[str]) -> list[str]:
+    """Make every mount read-only but `writable` (and a private /dev/shm); return what could not be done.
+
+    Must run in a fresh mount namespace (unshare -m makes its mounts private).
+    """
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    problems = []
+    keep = []
+    for d in writable:
+        real = os.path.realpath(d)
+        if os.path.isdir(real):
+            _mount(libc, real, real, None, _MS_BIND | _MS_REC)
+            keep.append(real)
+    for d in _PROC_READ_ONLY:
+        if os.path.exists(d):
+            try:
+                _mount(libc, d, d, None, _MS_BIND)
+            except OSError as exc:
+                problems.append(str(exc))
+    skip = ("/proc", "/dev")
+    for point, options in _mounts():
+        if point in keep or any(point == s or point.startswith(s + "/") for s in skip) and \
+                point not in _PROC_READ_ONLY:
+            continue
+        flags = _MS_REMOUNT | _MS_BIND | _MS_RDONLY
+        for name, bit in _KEEP_FLAGS.items():
+            if name in options:
+                flags |= bit
+        try:
+            _mount(libc, None, point, None, flags)
+        except OSError as exc:
+            problems.append(str(exc))
+    if os.path.isdir("/dev/shm"):
+        try:
+            _mount(libc, "tmpfs", "/dev/shm", "tmpfs", _MS_NOSUID | _MS_NODEV, "size=1g")
+        except OSError as exc:
+            problems.append(str(exc))
+    return problems
+
+
+def _launch(args: list[str]) -> None:
+    if not args or args[0] != "--confine" or "--" not in args:
+        raise SystemExit("usage: python -m verifier.sandbox --confine DIR... -- PROGRAM ARGS...")
+    split = args.index("--")
+    writable, program = args[1:split], args[split + 1:]
+    problems = confine(writable)
+    # NOTE: the working directory still points into the old (now read-only) mount; walk to it again
+    # so that relative paths land on the writable bind mount.
+    os.chdir(os.getcwd())
+    if problems:
+        print(f"kgen sandbox: file system partly confined: {'; '.join(problems[:3])}", file=sys.stderr)
+    os.execvp(program[0], program)
+
+
+if __name__ == "__main__":
+    _launch(sys.argv[1:])

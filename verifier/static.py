@@ -9,12 +9,24 @@ a `@triton.jit` (or `@triton.autotune`-wrapped) function that it launches
 `cupy.RawKernel` or `torch.utils.cpp_extension.load_inline`. It must not reach
 for the things that cheat a harness: threads, processes, side streams,
 reading the harness's memory or frames, patching torch/triton/timing, writing
-files or opening sockets. Each rule names the exploit it stops.
+files or opening sockets, computing on the host. Each rule names the exploit
+it stops.
+
+Names are resolved before they are judged, so renaming does not hide them:
+`import torch as T` makes `T.ops` read as `torch.ops`; `c = torch.cuda` makes
+`c.synchronize` read as `torch.cuda.synchronize`; `getattr(torch, "compile")`
+reads as `torch.compile`; `from torch import compile` binds `torch.compile`.
+A name built at run time (`getattr(x, "c" + "ompile")`) is rejected as such.
+
+This is the first of several layers (see verifier/integrity.py for the
+run-time ones): it is a list of what must not appear, so it is strict on
+purpose; what slips past it meets the run-time checks.
 """
 
 from __future__ import annotations
 
 import ast
+from collections import deque
 from dataclasses import dataclass
 
 
@@ -24,28 +36,78 @@ class StaticProblem:
     reason: str
 
 
-# Modules whose import means the candidate reaches outside its kernels.
+# Modules whose import means the candidate reaches outside its kernels (checked on the top-level name).
 FORBIDDEN_MODULES = {
     "threading": "starts threads (work the timer does not wait for)",
     "_thread": "starts threads (work the timer does not wait for)",
     "concurrent": "starts threads or processes (work the timer does not wait for)",
     "multiprocessing": "starts processes",
     "subprocess": "starts processes",
+    "pty": "starts processes",
+    "_posixsubprocess": "starts processes",
     "asyncio": "runs work outside the timed call",
+    "sched": "runs work outside the timed call",
     "gc": "reads the harness's objects (gc)",
     "inspect": "reads the harness's frames (inspect)",
+    "traceback": "reads the harness's frames (traceback)",
+    "logging": "reads the harness's frames (logging.currentframe)",
+    "warnings": "hooks the harness's warnings",
+    "faulthandler": "reads the harness's frames",
+    "tracemalloc": "reads the harness's memory",
+    "weakref": "runs code when the harness collects objects (weakref.finalize)",
+    "atexit": "runs code at exit, after the verdict",
     "ctypes": "reaches raw memory or native code (ctypes)",
+    "cffi": "reaches raw memory or native code (cffi)",
+    "mmap": "reaches raw memory (mmap)",
+    "resource": "changes the process's limits",
     "socket": "opens network sockets",
+    "ssl": "uses the network",
+    "select": "waits on file descriptors",
+    "selectors": "waits on file descriptors",
     "urllib": "uses the network",
     "http": "uses the network",
+    "ftplib": "uses the network",
+    "smtplib": "uses the network",
+    "xmlrpc": "uses the network",
     "requests": "uses the network",
+    "webbrowser": "starts processes",
     "signal": "installs signal handlers",
     "importlib": "imports modules dynamically",
+    "pkgutil": "imports modules dynamically",
+    "runpy": "runs other Python files (the task's own Model)",
     "builtins": "patches builtins",
+    "code": "executes dynamic code",
+    "codeop": "executes dynamic code",
+    "types": "builds functions or modules from code objects",
+    "dis": "reads code objects",
+    "operator": "reaches attributes by computed names (operator.attrgetter)",
     "pickle": "loads pickled objects",
+    "dill": "loads pickled objects",
+    "cloudpickle": "loads pickled objects",
+    "copyreg": "changes how objects are pickled",
     "marshal": "loads code objects",
+    "shelve": "reads and writes files",
+    "io": "opens files (io.open)",
+    "pathlib": "reads and writes files (pathlib)",
     "shutil": "manipulates files",
     "tempfile": "writes files",
+    "glob": "lists files",
+    "fileinput": "reads files",
+    "linecache": "reads files",
+    "zipfile": "reads and writes files",
+    "tarfile": "reads and writes files",
+    "sqlite3": "reads and writes files",
+    "fcntl": "manipulates file descriptors",
+    "posix": "reaches the process and file system",
+    "nt": "reaches the process and file system",
+    "platform": "starts processes (platform.popen)",
+    "sysconfig": "reads the interpreter's configuration",
+    "site": "changes the import path",
+    "pdb": "stops in a debugger",
+    "bdb": "traces the harness",
+    "trace": "traces the harness",
+    "cProfile": "traces the harness",
+    "profile": "traces the harness",
     "verifier": "imports the verifier",
     "profiler": "imports the profiler",
     "agent": "imports kgen itself",
@@ -53,51 +115,244 @@ FORBIDDEN_MODULES = {
     "sys": "reaches the interpreter's internals (sys)",
     "time": "reads or patches timers",
 }
-# Attribute names that only matter to a cheat.
+# Modules below torch/triton a candidate must not import or reach (prefix match on the resolved name).
+FORBIDDEN_SUBMODULES = {
+    "torch._dynamo": "reaches torch's compiler",
+    "torch._inductor": "reaches torch's compiler",
+    "torch.compile": "torch would do the work (torch.compile)",
+    "torch.jit": "torch would do the work (TorchScript)",
+    "torch.fx": "rewrites the model with torch's tracer",
+    "torch.export": "torch would do the work (torch.export)",
+    "torch.ops": "calls torch's operators directly",
+    "torch.library": "registers operators behind the audit's back",
+    "torch.overrides": "reaches torch's dispatch machinery",
+    "torch.utils._python_dispatch": "reaches torch's dispatch machinery",
+    "torch.utils.flop_counter": "reaches torch's dispatch machinery",
+    "torch.utils.dlpack": "hands tensors to another library to compute on",
+    "torch.multiprocessing": "starts processes",
+    "torch.distributed": "starts processes or talks to the network",
+    "torch.profiler": "starts a profiler (the harness's own counts the launches)",
+    "torch.autograd.profiler": "starts a profiler (the harness's own counts the launches)",
+    "torch.hub": "downloads code",
+    "torch.backends": "changes torch's precision or backend flags",
+    "torch.testing": "reaches the harness's comparison functions",
+    "torch.random": "reads or sets the random state the inputs come from",
+    "torch.from_numpy": "computes on the host (numpy) instead of in a kernel",
+    "torch.frombuffer": "computes on the host instead of in a kernel",
+    "torch.from_file": "reads files",
+    "torch.load": "loads pickled objects",
+    "torch.save": "writes files",
+    "torch.set_default_dtype": "changes the dtype the harness makes inputs in",
+    "torch.set_default_tensor_type": "changes the dtype the harness makes inputs in",
+    "torch.set_default_device": "changes the device the harness makes inputs on",
+    "torch.set_float32_matmul_precision": "changes the reference's precision",
+    "torch.use_deterministic_algorithms": "changes torch's global flags",
+    "torch.set_flush_denormal": "changes torch's global flags",
+    "torch.set_rng_state": "sets the random state the inputs come from",
+    "torch.get_rng_state": "reads the random state the inputs come from",
+    "torch.cuda.synchronize": "touches the timer's synchronisation",
+    "torch.cuda.Event": "touches the timer's events",
+    "torch.cuda.graph": "captures work into a CUDA graph outside the timed call",
+    "torch.cuda.graphs": "captures work into a CUDA graph outside the timed call",
+    "torch.cuda.CUDAGraph": "captures work into a CUDA graph outside the timed call",
+    "torch.cuda.set_sync_debug_mode": "touches the timer's synchronisation",
+    "torch.cuda.streams": "uses a side CUDA stream the timer does not wait for",
+    "torch.cuda.stream": "switches CUDA streams",
+    "torch.cuda.set_stream": "switches CUDA streams",
+    "torch.cuda.set_rng_state": "sets the random state the inputs come from",
+    "torch.cuda.get_rng_state": "reads the random state the inputs come from",
+    "torch.cuda.memory": "reads the allocator's state",
+    "torch.cuda.caching_allocator_alloc": "reaches raw device memory",
+    "torch.cuda.profiler": "starts a profiler",
+    "triton.runtime.jit": "reaches Triton's launcher (the harness counts launches there)",
+    "triton.runtime.interpreter": "reaches Triton's launcher (the harness counts launches there)",
+    "triton.runtime.JITFunction": "reaches Triton's launcher (the harness counts launches there)",
+    "triton.runtime.InterpretedFunction": "reaches Triton's launcher (the harness counts launches there)",
+    "triton.JITFunction": "reaches Triton's launcher (the harness counts launches there)",
+    "triton.runtime.cache": "reaches Triton's shared kernel cache",
+    "triton.runtime.build": "reaches Triton's build machinery",
+    "triton.compiler": "reaches Triton's compiler internals",
+    "triton.knobs": "changes Triton's runtime switches",
+    "triton.backends": "reaches Triton's driver",
+    "triton.testing": "times things itself",
+    "cupy.cuda.runtime.streamCreate": "uses a side CUDA stream the timer does not wait for",
+    "cupy.cuda.runtime.streamCreateWithFlags": "uses a side CUDA stream the timer does not wait for",
+    "cupy.cuda.runtime.streamCreateWithPriority": "uses a side CUDA stream the timer does not wait for",
+    "cupy.cuda.Stream": "uses a side CUDA stream the timer does not wait for",
+    "cupy.cuda.stream": "switches CUDA streams",
+    "cupy.cuda.graph": "captures work into a CUDA graph",
+    "cupy.cublas": "a library (cuBLAS) would do the work",
+    "cupy.linalg": "a library would do the work",
+    "cupy.fft": "a library would do the work",
+    "cupy.random": "a library would do the work",
+    "cupy.matmul": "a library (cuBLAS) would do the work",
+    "cupy.dot": "a library (cuBLAS) would do the work",
+    "cupy.tensordot": "a library (cuBLAS) would do the work",
+    "cupy.einsum": "a library would do the work",
+    "numpy.ctypeslib": "reaches raw memory",
+    "numpy.asarray": "copies tensor data to the host to compute there",
+    "numpy.asanyarray": "copies tensor data to the host to compute there",
+    "numpy.array": "copies tensor data to the host to compute there",
+    "numpy.frombuffer": "reads raw memory",
+    "numpy.fromfile": "reads files",
+    "numpy.memmap": "maps files",
+    "numpy.load": "loads pickled objects",
+    "numpy.save": "writes files",
+    "numpy.from_dlpack": "copies tensor data to the host to compute there",
+}
+# Attribute names that only matter to a cheat, whatever object they are read from.
 FORBIDDEN_ATTRS = {
     "_getframe": "reads the harness's frames (sys._getframe)",
+    "_getframemodulename": "reads the harness's frames",
+    "_current_frames": "reads the harness's frames",
     "get_objects": "reads the harness's objects (gc.get_objects)",
     "get_referrers": "reads the harness's objects",
+    "get_referents": "reads the harness's objects",
     "f_back": "walks up into the harness's frames",
     "f_locals": "reads a frame's locals",
     "f_globals": "reads a frame's globals",
+    "f_builtins": "reads a frame's builtins",
+    "f_code": "reads a frame's code",
+    "tb_frame": "reaches a frame through a traceback",
+    "tb_next": "walks a traceback into the harness's frames",
+    "gi_frame": "reaches a frame through a generator",
+    "cr_frame": "reaches a frame through a coroutine",
+    "ag_frame": "reaches a frame through an async generator",
+    "__traceback__": "reaches frames through a traceback",
     "__globals__": "reaches a function's globals",
+    "__code__": "reads or replaces a function's code",
+    "__closure__": "reaches a function's closure",
+    "__defaults__": "replaces a function's defaults",
+    "__kwdefaults__": "replaces a function's defaults",
+    "__builtins__": "reaches the builtins",
     "__subclasses__": "walks the class hierarchy to reach hidden objects",
+    "__bases__": "walks the class hierarchy to reach hidden objects",
+    "__base__": "walks the class hierarchy to reach hidden objects",
+    "__mro__": "walks the class hierarchy to reach hidden objects",
+    "mro": "walks the class hierarchy to reach hidden objects",
+    "__class__": "walks from an object to its class to reach hidden objects",
+    "__dict__": "reads or changes a namespace directly",
+    "__getattribute__": "reaches attributes behind the checks' back",
+    "__setattr__": "sets attributes behind the checks' back (patching)",
+    "__delattr__": "deletes attributes behind the checks' back (patching)",
+    "__import__": "imports modules dynamically",
+    "__loader__": "reaches the import machinery",
+    "__spec__": "reaches the import machinery",
+    "__reduce__": "reaches pickling hooks",
+    "__reduce_ex__": "reaches pickling hooks",
+    "sys": "reaches the interpreter's internals (sys)",
+    "settrace": "traces the harness",
+    "setprofile": "traces the harness",
+    "addaudithook": "hooks the interpreter",
+    "_C": "reaches torch's C internals",
+    "_disable_current_modes": "switches off the harness's op audit",
+    "_DisableTorchDispatch": "switches off the harness's op audit",
+    "_pop_mode": "switches off the harness's op audit",
+    "_push_mode": "switches off the harness's op audit",
+    "_python_dispatch": "reaches torch's dispatch machinery",
+    "_dynamo": "reaches torch's compiler",
+    "_inductor": "reaches torch's compiler",
+    "synchronize": "touches the timer's synchronisation",
+    "Event": "touches the timer's events",
     "Stream": "uses a side CUDA stream the timer does not wait for",
-    "ExternalStream": None,  # allowed: cupy's wrapper of torch's *current* stream (checked below)
     "set_stream": "switches CUDA streams",
+    "streamCreate": "uses a side CUDA stream the timer does not wait for",
+    "streamCreateWithFlags": "uses a side CUDA stream the timer does not wait for",
+    "streamCreateWithPriority": "uses a side CUDA stream the timer does not wait for",
     "Thread": "starts threads",
+    "Timer": "starts threads",
     "fork": "starts processes",
+    "forkpty": "starts processes",
     "system": "runs shell commands",
     "popen": "runs shell commands",
+    "Popen": "starts processes",
     "spawn": "starts processes",
+    "posix_spawn": "starts processes",
     "execv": "replaces the process",
+    "execve": "replaces the process",
+    "execvp": "replaces the process",
+    "execl": "replaces the process",
     "_exit": "exits the process to skip the verdict",
+    "abort": "kills the process to skip the verdict",
+    "kill": "sends signals",
+    "killpg": "sends signals",
+    "setsid": "leaves its session to escape the sandbox's kill",
+    "setpgid": "leaves its process group to escape the sandbox's kill",
     "environ": "reads the environment",
     "getenv": "reads the environment",
-    "compile": None,  # checked in context: torch.compile is rejected below
+    "putenv": "changes the environment",
+    "expandvars": "reads the environment",
+    "numpy": "copies tensor data to the host to compute there (.numpy())",
+    "tolist": "copies tensor data to the host to compute there (.tolist())",
+    "__array__": "copies tensor data to the host to compute there",
+    "__array_interface__": "reaches raw host memory",
+    "untyped_storage": "reaches a tensor's raw storage",
+    "storage": "reaches a tensor's raw storage",
+    "_storage": "reaches a tensor's raw storage",
+    "set_": "swaps a tensor's storage behind the harness's back",
+    "from_numpy": "computes on the host (numpy) instead of in a kernel",
+    "frombuffer": "computes on the host instead of in a kernel",
 }
-FORBIDDEN_CALLS = {
+# Builtins that must not be named at all: called, aliased or passed along, each hides what it reaches.
+FORBIDDEN_NAMES = {
     "exec": "executes dynamic code",
     "eval": "evaluates dynamic code",
+    "compile": "compiles dynamic code",
     "__import__": "imports modules dynamically",
+    "__builtins__": "reaches the builtins (patching or dynamic lookup)",
+    "__loader__": "reaches the import machinery",
+    "__spec__": "reaches the import machinery",
+    "__build_class__": "reaches the class machinery",
     "globals": "reads module globals dynamically",
+    "locals": "reads frame locals dynamically",
     "vars": "reads namespaces dynamically",
     "setattr": "sets attributes dynamically (patching)",
     "delattr": "deletes attributes dynamically (patching)",
     "exit": "exits the process to skip the verdict",
     "quit": "exits the process to skip the verdict",
+    "SystemExit": "exits the process to skip the verdict",
+    "KeyboardInterrupt": "interrupts the harness",
     "breakpoint": "stops in a debugger",
     "open": "opens files",
+    "memoryview": "reaches raw memory",
 }
-# Roots whose attributes a candidate must never assign to (monkey-patching).
-PATCH_ROOTS = {"torch", "triton", "time", "sys", "os", "builtins", "numpy", "np", "F", "nn", "cupy", "cp", "tl"}
+# os may be imported for os.path; these are the only parts of it a kernel file has any use for.
+OS_ALLOWED = {"path", "sep", "pathsep", "linesep", "curdir", "pardir", "name", "cpu_count", "fspath", "PathLike"}
+OS_PATH_ALLOWED = {"join", "dirname", "basename", "abspath", "exists", "isfile", "isdir", "splitext", "split",
+                   "normpath", "realpath", "sep"}
+# Class methods that let code run at moments the harness does not choose.
+FORBIDDEN_METHODS = {
+    "__del__": "runs code when the harness collects garbage (__del__)",
+}
+# Names that stand for libraries the harness relies on even where the file never imports them.
+PATCH_ROOTS = {"torch", "triton", "tl", "time", "sys", "os", "builtins", "numpy", "np", "F", "nn", "cupy", "cp",
+               "json", "hmac", "hashlib", "math", "gc", "inspect", "verifier"}
+KERNEL_BUILDERS = {"RawModule", "RawKernel", "load_inline", "ElementwiseKernel", "ReductionKernel"}
 
 
-def _root_name(node: ast.AST) -> str | None:
-    while isinstance(node, (ast.Attribute, ast.Subscript, ast.Call)):
-        node = node.value if not isinstance(node, ast.Call) else node.func
-    return node.id if isinstance(node, ast.Name) else None
+def _is_main_guard(node: ast.AST) -> bool:
+    """`if __name__ == "__main__":` -- its body never runs inside the verifier (the module is not __main__)."""
+    test = node.test if isinstance(node, ast.If) else None
+    return (isinstance(test, ast.Compare) and isinstance(test.left, ast.Name) and test.left.id == "__name__"
+            and len(test.ops) == 1 and isinstance(test.ops[0], ast.Eq)
+            and isinstance(test.comparators[0], ast.Constant) and test.comparators[0].value == "__main__")
+
+
+def _walk(tree: ast.Module):
+    """Every node that can run when the candidate is imported and called.
+
+    The body of a top-level `if __name__ == "__main__":` block (a kernel file's
+    own check and benchmark) is skipped: it never runs as module "candidate",
+    and `__name__` cannot be reassigned (rejected below).
+    """
+    todo = deque(tree.body)
+    while todo:
+        node = todo.popleft()
+        if node in tree.body and _is_main_guard(node):
+            todo.extend(node.orelse)
+            continue
+        yield node
+        todo.extend(ast.iter_child_nodes(node))
 
 
 def _dotted(node: ast.AST) -> str:
@@ -110,34 +365,120 @@ def _dotted(node: ast.AST) -> str:
     return ".".join(reversed(parts))
 
 
-def _is_triton_jit(dec: ast.AST) -> bool:
+def _root_name(node: ast.AST) -> str | None:
+    while isinstance(node, (ast.Attribute, ast.Subscript, ast.Call, ast.Starred)):
+        node = node.func if isinstance(node, ast.Call) else node.value
+    return node.id if isinstance(node, ast.Name) else None
+
+
+def _const_getattr(node: ast.AST) -> tuple[ast.AST, str] | None:
+    """`getattr(obj, "name"[, default])` -> (obj, "name")."""
+    if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("getattr", "hasattr")
+            and len(node.args) >= 2 and isinstance(node.args[1], ast.Constant) and isinstance(node.args[1].value, str)):
+        return node.args[0], node.args[1].value
+    return None
+
+
+class _Names:
+    """Resolves local names to the modules and objects they were bound to.
+
+    Flow-insensitive on purpose: a name bound anywhere to `torch.cuda` is read
+    as `torch.cuda` everywhere, which can only make the checks stricter.
+    """
+
+    def __init__(self, tree: ast.Module):
+        self.alias: dict[str, str] = {}
+        self.modules: set[str] = set()   # local names bound by import statements (or to them)
+        self.called: set[int] = set()    # id() of the nodes that are the function of a call
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                for a in node.names:
+                    if a.asname:
+                        self.alias[a.asname] = a.name
+                        self.modules.add(a.asname)
+                    else:
+                        top = a.name.split(".")[0]
+                        self.alias.setdefault(top, top)
+                        self.modules.add(top)
+            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                for a in node.names:
+                    local = a.asname or a.name
+                    self.alias[local] = f"{node.module}.{a.name}"
+                    self.modules.add(local)
+        # Plain assignments of resolvable expressions extend the map (twice: aliases of aliases).
+        for _ in range(2):
+            for node in ast.walk(tree):
+                if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
+                    targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                    full = self.resolve(node.value)
+                    if not full or full.split(".")[0] not in self.known_roots():
+                        continue
+                    for t in targets:
+                        if isinstance(t, ast.Name) and t.id not in self.alias:
+                            self.alias[t.id] = full
+                            self.modules.add(t.id)
+
+    def known_roots(self) -> set[str]:
+        return {v.split(".")[0] for v in self.alias.values()}
+
+    def resolve(self, node: ast.AST) -> str:
+        """The dotted name an expression stands for ("" when it is not a plain name chain)."""
+        const = _const_getattr(node)
+        if const:
+            base = self.resolve(const[0])
+            return f"{base}.{const[1]}" if base else ""
+        if isinstance(node, ast.Attribute):
+            base = self.resolve(node.value)
+            return f"{base}.{node.attr}" if base else ""
+        if isinstance(node, ast.Name):
+            return self.alias.get(node.id, node.id)
+        return ""
+
+    def is_module_rooted(self, node: ast.AST) -> bool:
+        root = _root_name(node)
+        return root is not None and (root in self.modules or root in PATCH_ROOTS)
+
+
+def _is_triton_jit(dec: ast.AST, names: _Names) -> bool:
     target = dec.func if isinstance(dec, ast.Call) else dec
-    name = _dotted(target)
-    return name in {"triton.jit", "jit", "triton.autotune", "autotune", "triton.heuristics", "heuristics"}
+    full = names.resolve(target)
+    return full in {"triton.jit", "triton.autotune", "triton.heuristics", "triton.runtime.jit.jit"} or \
+        _dotted(target) in {"jit", "autotune", "heuristics"}
 
 
 def check_source(source: str) -> StaticProblem | None:
     """Return the first problem found, or None when the source may run."""
+    if not source.strip():
+        return StaticProblem("rejected", "the candidate file is empty")
     try:
         tree = ast.parse(source)
     except SyntaxError as exc:
         return StaticProblem("compile_error", f"not valid Python: line {exc.lineno}: {exc.msg}")
+    except ValueError as exc:  # e.g. NUL bytes in the source
+        return StaticProblem("compile_error", f"not valid Python: {exc}")
 
     classes = {n.name for n in ast.walk(tree) if isinstance(n, ast.ClassDef)}
     if "ModelNew" not in classes:
         named = ", ".join(sorted(classes)) or "none"
         return StaticProblem("rejected", f"no class ModelNew defined (classes found: {named})")
 
+    names = _Names(tree)
+    names.called = {id(n.func) for n in ast.walk(tree) if isinstance(n, ast.Call)}
+    # Judged in source order, so the reason names the first offending line a reader would find.
+    nodes = sorted(enumerate(_walk(tree)),
+                   key=lambda p: (getattr(p[1], "lineno", 0), getattr(p[1], "col_offset", 0), p[0]))
+    for _, node in nodes:
+        problem = _check_node(node, names)
+        if problem:
+            return StaticProblem("rejected", f"line {node.lineno}: {problem}" if hasattr(node, "lineno")
+                                 else problem)
+
     triton_kernels = {
         n.name for n in ast.walk(tree)
-        if isinstance(n, ast.FunctionDef) and any(_is_triton_jit(d) for d in n.decorator_list)
+        if isinstance(n, ast.FunctionDef) and any(_is_triton_jit(d, names) for d in n.decorator_list)
     }
-    cuda_builders = []
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Call):
-            name = _dotted(node.func)
-            if name.split(".")[-1] in {"RawModule", "RawKernel", "load_inline", "ElementwiseKernel", "ReductionKernel"}:
-                cuda_builders.append(name)
+    cuda_builders = [names.resolve(n.func) for n in ast.walk(tree)
+                     if isinstance(n, ast.Call) and names.resolve(n.func).split(".")[-1] in KERNEL_BUILDERS]
     if not triton_kernels and not cuda_builders:
         return StaticProblem("rejected", "no kernel found: define a @triton.jit function, or compile CUDA "
                                          "through cupy.RawModule or torch.utils.cpp_extension.load_inline")
@@ -147,62 +488,95 @@ def check_source(source: str) -> StaticProblem | None:
             if isinstance(n, ast.Call) and isinstance(n.func, ast.Subscript)
         }
         if not launched & triton_kernels:
-            names = ", ".join(sorted(triton_kernels))
-            return StaticProblem("rejected", f"Triton kernel(s) {names} defined but never launched (no kernel[grid](...) call)")
-
-    for node in ast.walk(tree):
-        problem = _check_node(node)
-        if problem:
-            return StaticProblem("rejected", problem)
+            names_ = ", ".join(sorted(triton_kernels))
+            return StaticProblem("rejected", f"Triton kernel(s) {names_} defined but never launched "
+                                             f"(no kernel[grid](...) call)")
     return None
 
 
-def _check_node(node: ast.AST) -> str | None:
+def _check_import(node: ast.Import | ast.ImportFrom) -> str | None:
+    if isinstance(node, ast.ImportFrom) and node.level:
+        return "uses a relative import: a candidate is one file"
+    if isinstance(node, ast.Import):
+        full_names = [a.name for a in node.names]
+    else:
+        full_names = [node.module or ""] + [f"{node.module}.{a.name}" for a in node.names]
+    for name in full_names:
+        top = name.split(".")[0]
+        if top in FORBIDDEN_MODULES:
+            return f"imports {name}: {FORBIDDEN_MODULES[top]}"
+        why = _forbidden_dotted(name)
+        if why:
+            return f"imports {name}: {why}"
+    if isinstance(node, ast.ImportFrom) and node.module == "os":
+        bad = [a.name for a in node.names if a.name not in OS_ALLOWED]
+        if bad:
+            return f"imports {', '.join(bad)} from os: reaches the process and file system"
+    return None
+
+
+def _forbidden_dotted(full: str) -> str | None:
+    """Why a resolved dotted name is off limits, or None."""
+    parts = full.split(".")
+    for prefix, why in FORBIDDEN_SUBMODULES.items():
+        if full == prefix or full.startswith(prefix + "."):
+            return why
+    if parts[0] in ("torch", "triton", "cupy", "numpy") and any(
+            p.startswith("_") and not (p.startswith("__") and p.endswith("__")) for p in parts[1:]):
+        return f"reaches {parts[0]}'s private internals"
+    if parts[0] == "os" and len(parts) > 1:
+        if parts[1] in FORBIDDEN_ATTRS:
+            return FORBIDDEN_ATTRS[parts[1]]
+        if parts[1] not in OS_ALLOWED:
+            return f"reaches the process and file system (os.{parts[1]})"
+        if parts[1] == "path" and len(parts) > 2 and parts[2] not in OS_PATH_ALLOWED:
+            return f"reaches the process and file system (os.path.{parts[2]})"
+    return None
+
+
+def _check_node(node: ast.AST, names: _Names) -> str | None:
     if isinstance(node, (ast.Import, ast.ImportFrom)):
-        names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
-        if isinstance(node, ast.ImportFrom):
-            names += [f"{node.module}.{a.name}" for a in node.names]
-        for name in names:
-            top = name.split(".")[0]
-            if top in FORBIDDEN_MODULES:
-                return f"imports {name}: {FORBIDDEN_MODULES[top]}"
-            if name in {"torch._dynamo", "torch._inductor", "torch.multiprocessing", "torch.utils.flop_counter",
-                        "torch.overrides", "torch.utils._python_dispatch"}:
-                return f"imports {name}: reaches torch's compiler or dispatch machinery"
-            if name.startswith("os.") or name == "os.path":
-                continue
-        if isinstance(node, ast.ImportFrom) and node.module == "os":
-            bad = [a.name for a in node.names if a.name not in {"path"}]
-            if bad:
-                return f"imports {', '.join(bad)} from os: reaches the process and file system"
-    if isinstance(node, ast.Attribute):
-        if node.attr in FORBIDDEN_ATTRS and FORBIDDEN_ATTRS[node.attr]:
-            return f"uses .{node.attr}: {FORBIDDEN_ATTRS[node.attr]}"
-        dotted = _dotted(node)
-        if dotted in {"torch.compile", "torch.jit.script", "torch.jit.trace", "torch._dynamo", "torch.ops"}:
-            return f"uses {dotted}: torch would do the work"
-        if dotted.startswith("torch.ops.") or dotted.startswith("torch._C") or dotted == "torch._C":
-            return f"uses {dotted}: calls torch's operators directly"
-        if dotted.startswith("torch.cuda.") and node.attr in {"synchronize", "Event", "graph", "CUDAGraph",
-                                                             "set_sync_debug_mode", "_sleep"}:
-            return f"uses {dotted}: touches the timer's synchronisation"
-        if dotted in {"torch.nn.functional", "F"}:
-            return None
-    if isinstance(node, ast.Call):
-        name = node.func.id if isinstance(node.func, ast.Name) else None
-        if name in FORBIDDEN_CALLS:
-            return f"calls {name}(): {FORBIDDEN_CALLS[name]}"
-        if name == "getattr" and len(node.args) >= 2 and not isinstance(node.args[1], ast.Constant):
-            return "calls getattr() with a computed name: hides what it reaches"
-        if name == "getattr" and len(node.args) >= 2 and isinstance(node.args[1], ast.Constant):
-            attr = str(node.args[1].value)
-            if attr in FORBIDDEN_ATTRS and FORBIDDEN_ATTRS[attr]:
-                return f"reaches .{attr} through getattr: {FORBIDDEN_ATTRS[attr]}"
-    if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
-        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-        for target in targets:
-            if isinstance(target, ast.Attribute) and _root_name(target) in PATCH_ROOTS:
-                return f"assigns {_dotted(target) or 'an attribute'}: monkey-patches a library the harness relies on"
-    if isinstance(node, (ast.Global, ast.Nonlocal)):
+        return _check_import(node)
+
+    if isinstance(node, ast.Name):
+        if node.id in FORBIDDEN_NAMES:
+            return f"uses {node.id}: {FORBIDDEN_NAMES[node.id]}"
+        if node.id in ("getattr", "hasattr") and id(node) not in names.called:
+            return f"passes {node.id} along: reaches attributes by computed names"
+        if node.id == "__name__" and isinstance(node.ctx, (ast.Store, ast.Del)):
+            return "assigns __name__: would run the file's __main__ block inside the harness"
         return None
+
+    if isinstance(node, ast.Attribute):
+        full = names.resolve(node) if names.is_module_rooted(node) else ""
+        if isinstance(node.ctx, (ast.Store, ast.Del)) and names.is_module_rooted(node):
+            verb = "assigns" if isinstance(node.ctx, ast.Store) else "deletes"
+            return f"{verb} {full or _dotted(node)}: monkey-patches a library the harness relies on"
+        if node.attr in FORBIDDEN_ATTRS:
+            return f"uses .{node.attr}: {FORBIDDEN_ATTRS[node.attr]}"
+        why = _forbidden_dotted(full) if full else None
+        if why:
+            return f"uses {full}: {why}"
+
+    if isinstance(node, ast.Subscript) and isinstance(node.ctx, (ast.Store, ast.Del)) \
+            and names.is_module_rooted(node.value):
+        return f"writes into {names.resolve(node.value) or 'a module'}[...]: monkey-patches a library the harness relies on"
+
+    if isinstance(node, ast.Call):
+        const = _const_getattr(node)
+        if const:
+            attr = const[1]
+            if attr in FORBIDDEN_ATTRS:
+                return f"reaches .{attr} through getattr: {FORBIDDEN_ATTRS[attr]}"
+            full = names.resolve(node) if names.is_module_rooted(const[0]) else ""
+            why = _forbidden_dotted(full) if full else None
+            if why:
+                return f"reaches {full} through getattr: {why}"
+        elif isinstance(node.func, ast.Name) and node.func.id in ("getattr", "hasattr"):
+            return f"calls {node.func.id}() with a computed name: hides what it reaches"
+        if any(isinstance(a, ast.Name) and a.id in ("getattr", "hasattr") for a in node.args):
+            return "passes getattr along: reaches attributes by computed names"
+
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name in FORBIDDEN_METHODS:
+        return f"defines {node.name}: {FORBIDDEN_METHODS[node.name]}"
     return None

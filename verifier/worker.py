@@ -1,19 +1,28 @@
 """The sandboxed side of verification: `python -m verifier.worker`, run by verifier.verify.
 
 It reads its job and the channel key from stdin (one JSON line), then:
-1. binds the functions it relies on (events, synchronize, clocks, comparisons)
-   before any candidate code is imported, to notice later patching;
+1. snapshots what the harness relies on (verifier.integrity.Guard: events,
+   synchronize, clocks, comparisons, json/hmac, torch.Tensor...) and installs
+   the run-time policy (an audit hook), before any candidate code is imported;
 2. imports the task and the candidate (on a CPU machine: Triton under the
    interpreter; CUDA sources compiled with nvcc, not run);
 3. builds Model and ModelNew under one seed and copies matching parameters;
 4. runs correctness trials on fresh seeded inputs: the candidate first, on
-   clones, under the op audit, then the reference with TF32 off; inputs must
-   be unchanged and outputs must not alias them;
-5. on a GPU: times the candidate and eager (fresh input values every call, L2
-   flushed), re-checks correctness after timing and on hidden seeds, checks the
-   device-wide synchronised time and the roofline floor, times torch.compile
-   when asked;
-6. sends one signed verdict over the result channel and exits.
+   clones, under the op audit, then the reference with TF32 off. After every
+   call of the candidate: nothing patched, nothing refused by the policy, no
+   thread of its own left running, outputs plain tensors, no compute op
+   through torch (dispatch mode and profiler), no tensor values read on the
+   host, at least one kernel launched, every output written by its kernels,
+   inputs unchanged, outputs not aliasing them;
+5. re-checks on the same input buffers refilled with values from a hidden
+   seed (a result cached by pointer, id() or call count is then stale); on a
+   GPU this happens after timing: the candidate and eager are timed (fresh
+   input values every call, L2 flushed), correctness is re-checked after
+   timing and on hidden seeds, the device-wide synchronised time and the
+   roofline floor are checked, torch.compile is timed when asked;
+6. checks the guard once more (restoring anything patched, so the verdict is
+   encoded by untouched code), sends one signed verdict over the result
+   channel and exits.
 
 Every failure of the candidate becomes a verdict; only a dead process does not.
 """
@@ -40,10 +49,30 @@ def main() -> None:
     except BaseException as exc:  # noqa: BLE001 - the verdict must always be sent
         message = {"status": "crashed", "reason": f"harness error: {type(exc).__name__}: {exc}",
                    "feedback": _tail(traceback.format_exc())}
+    message = _last_word(message)
     sys.stdout.flush()
     sys.stderr.flush()
     chan.send(message)
     os._exit(0)  # NOTE: skip atexit handlers and destructors a candidate may have registered
+
+
+def _last_word(message: dict) -> dict:
+    """Before the verdict leaves: anything the candidate changed since its last check voids a pass."""
+    if _GUARD is None or _POLICY is None:
+        return message
+    if message.get("status") not in ("ok", "not_run"):
+        _GUARD.restore()  # a failure stands as found; only make sure it is encoded by untouched code
+        return message
+    try:
+        _GUARD.check_or_raise(Verdict, "being verified")
+        _POLICY.check_or_raise(Verdict, "being verified")
+        _check_threads("being verified")
+    except Verdict as v:
+        message = {**message, "status": v.status, "reason": v.reason, "feedback": v.feedback}
+    except BaseException as exc:  # noqa: BLE001
+        _GUARD.restore()
+        message = {**message, "status": "crashed", "reason": f"harness error: {type(exc).__name__}: {exc}"}
+    return message
 
 
 def _tail(text: str, limit: int = 1500) -> str:
@@ -61,17 +90,22 @@ class Verdict(Exception):
 def run_job(job: dict) -> dict:
     if job["device"] == "cpu":
         os.environ["TRITON_INTERPRET"] = "1"  # before triton is imported anywhere
-    import torch
+    import torch  # noqa: F401
+
+    if job["device"] == "cpu" and job.get("backend", "triton") == "triton":
+        from verifier import interpreter_fixes
+
+        interpreter_fixes.apply()
 
     from verifier import integrity
 
     global _GUARD
-    guard = _GUARD = integrity.Guard.capture()
     result: dict = {"ran": False, "trials": 0, "aten_ops": [], "flags": []}
     try:
         if job["kind"] == "baselines":
             result.update(_baselines(job))
         else:
+            guard = _GUARD = integrity.Guard.capture()
             _verify(job, guard, result)
         result.setdefault("status", "ok")
         result.setdefault("reason", "correct on every trial")
@@ -134,8 +168,10 @@ def _classify(exc: BaseException, during: str) -> Verdict:
     tb = _tail(traceback.format_exc())
     if isinstance(exc, SystemExit):
         return Verdict("rejected", f"called sys.exit() {during}: exiting cannot skip the verdict", tb)
+    cause = exc.__cause__ or exc.__context__
     compile_like = (
-        "CompilationError" in name
+        _interpreter_compile_error(exc, cause)
+        or "CompilationError" in name
         or "CompileException" in name
         or (module.startswith("triton") and ("compil" in name.lower() or "compil" in text.lower()[:200]))
         or "Error building extension" in text
@@ -147,6 +183,22 @@ def _classify(exc: BaseException, during: str) -> Verdict:
     return Verdict(status, f"{name} {during}: {first[:300]}", tb)
 
 
+def _interpreter_compile_error(exc: BaseException, cause: BaseException | None) -> bool:
+    """Under TRITON_INTERPRET=1 a kernel that would not compile (a non-power-of-2 arange, an
+    undefined name, a bad dtype) fails at launch as an InterpreterError; on a GPU the same
+    kernel is a CompilationError. Classify it the way the GPU would."""
+    if type(exc).__name__ != "InterpreterError" or cause is None:
+        return False
+    if isinstance(cause, NameError):
+        return True
+    tb = cause.__traceback__
+    last = None
+    while tb is not None:
+        last = tb.tb_frame.f_code.co_filename
+        tb = tb.tb_next
+    return last is not None and ("triton/language/" in last.replace(os.sep, "/"))
+
+
 # ----------------------------------------------------------------------------------------------
 # verification
 
@@ -154,6 +206,9 @@ def _classify(exc: BaseException, during: str) -> Verdict:
 def _import_candidate(job: dict, guard):
     import importlib.util
 
+    from verifier import integrity
+
+    global _POLICY, _THREADS
     path = os.path.abspath("candidate.py")
     with open(path, "w", encoding="utf-8") as f:
         f.write(job["source"])
@@ -161,14 +216,20 @@ def _import_candidate(job: dict, guard):
         from verifier import cuda_offline
 
         cuda_offline.install()
+    writable = [os.getcwd()] + [os.environ.get(k, "") for k in
+                                ("HOME", "TMPDIR", "TRITON_CACHE_DIR", "TORCH_EXTENSIONS_DIR", "CUPY_CACHE_DIR")]
+    _POLICY = integrity.RuntimePolicy([path], writable)
+    _POLICY.install()
+    _THREADS = set(sys._current_frames())
     spec = importlib.util.spec_from_file_location("candidate", path)
     module = importlib.util.module_from_spec(spec)
     sys.modules["candidate"] = module
     try:
         spec.loader.exec_module(module)
     except BaseException as exc:  # noqa: BLE001
+        _after_candidate(guard, "importing the candidate")
         raise _classify(exc, "while importing the candidate") from None
-    guard.check_or_raise(Verdict, "importing the candidate")
+    _after_candidate(guard, "importing the candidate")
     if not hasattr(module, "ModelNew"):
         raise Verdict("rejected", "the candidate defines no ModelNew")
     return module
@@ -177,8 +238,8 @@ def _import_candidate(job: dict, guard):
 def _verify(job: dict, guard, result: dict) -> None:
     import torch
 
-    from verifier.audit import OpAudit
-    from verifier.correctness import aliases, compare_outputs, flatten_outputs
+    from verifier.audit import OpAudit, compute_ops
+    from verifier.correctness import aliases, compare_outputs, flatten_outputs, not_plain
     from verifier.launches import LaunchCounter
 
     device = job["device"]
@@ -188,9 +249,14 @@ def _verify(job: dict, guard, result: dict) -> None:
     if job["device"] == "cpu" and job["backend"] in ("cupy", "load_inline"):
         from verifier import cuda_offline
 
+        try:  # kernels are often compiled in __init__: build the model to reach them
+            torch.manual_seed(job["seed"])
+            cand_mod.ModelNew(*task_mod.get_init_inputs())
+        except BaseException as exc:  # noqa: BLE001
+            raise _classify(exc, "while building ModelNew (nvcc only, no GPU)") from None
         built = cuda_offline.built()
         if not built:
-            raise Verdict("rejected", "no CUDA source was compiled at import: build the kernel when the module loads")
+            raise Verdict("rejected", "no CUDA source was compiled at import or in ModelNew(): nothing to check")
         result.update(status="not_run", ran=False,
                       reason=f"CUDA source compiled with nvcc ({', '.join(built)}); nothing was run: no GPU here")
         return
@@ -203,66 +269,137 @@ def _verify(job: dict, guard, result: dict) -> None:
         torch.manual_seed(seed)
         cand_model = cand_mod.ModelNew(*init)
     except BaseException as exc:  # noqa: BLE001
+        _after_candidate(guard, "constructing ModelNew")
         raise _classify(exc, "while constructing ModelNew") from None
     _copy_matching_params(ref_model, cand_model)
     ref_model.to(device)
     cand_model.to(device)
-    guard.check_or_raise(Verdict, "constructing ModelNew")
+    _after_candidate(guard, "constructing ModelNew")
 
     gen = _input_fn(task_mod, device)
     atol, rtol = job.get("atol"), job.get("rtol")
     exact_reference(torch)
 
-    def run_candidate(xs, audit_ops: bool):
+    track_writes = job["backend"] == "triton"
+
+    def run_candidate(xs, originals=None, during: str = "ModelNew.forward"):
+        """One checked call of the candidate on xs; returns (output, kernels launched)."""
         audit = OpAudit()
         try:
-            with torch.no_grad(), LaunchCounter(device) as launches:
-                if audit_ops:
-                    with audit:
-                        out = cand_model(*xs)
-                else:
+            with torch.no_grad(), LaunchCounter(device, on_launch=audit.note_launch, inputs=xs) as launches:
+                with audit:
                     out = cand_model(*xs)
-                if device == "cuda":
-                    torch.cuda.synchronize()
         except Verdict:
             raise
         except BaseException as exc:  # noqa: BLE001
-            raise _classify(exc, "in ModelNew.forward") from None
-        guard.check_or_raise(Verdict, "ModelNew.forward")
-        if audit_ops:
-            result["aten_ops"] = audit.distinct_ops[:50]
-            if audit.compute_ops:
-                ops = ", ".join(audit.compute_ops[:5])
-                raise Verdict("rejected", f"torch did the work: ModelNew.forward called {ops} "
-                                          f"(only allocation, views, copies and casts may go through torch)")
+            _after_candidate(guard, during)
+            raise _classify(exc, f"in {during}") from None
+        _after_candidate(guard, during)
+        outs = flatten_outputs(out)
+        odd = not_plain(outs)
+        if odd:
+            raise Verdict("rejected", f"returned a {odd}, not a plain torch.Tensor: an object that computes or "
+                                      f"changes its values after forward returns is not a result")
+        result["aten_ops"] = audit.distinct_ops[:50]
+        if audit.compute_ops:
+            ops = ", ".join(audit.compute_ops[:5])
+            raise Verdict("rejected", f"torch did the work: {during} called {ops} "
+                                      f"(only allocation, views, copies and casts may go through torch)")
+        unseen = compute_ops(launches.aten_ops)
+        if unseen:
+            raise Verdict("rejected", f"torch did the work: {during} ran {', '.join(unseen[:5])} with the op "
+                                      f"audit switched off (seen by the profiler)")
+        if audit.host_reads:
+            raise Verdict("rejected", f"read tensor values on the host ({', '.join(sorted(set(audit.host_reads)))}) "
+                                      f"in {during}: numpy or Python arithmetic is not a kernel")
         if launches.count == 0:
-            raise Verdict("rejected", "ModelNew.forward launched no kernel of its own")
+            raise Verdict("rejected", f"{during} launched no kernel of its own")
+        if originals is not None:
+            _check_inputs_unchanged(xs, originals)
+        alias = aliases(outs, xs)
+        if alias:
+            raise Verdict("rejected", f"returned {alias} (or a view of it) as its output instead of computing one")
+        unwritten = audit.unwritten(outs) if track_writes else []
+        if unwritten:
+            which = "its output" if len(outs) == 1 else f"output {unwritten[0]}"
+            raise Verdict("rejected", f"{which} was not written by any kernel of the candidate's: its "
+                                      f"{launches.count} launch(es) stored elsewhere (a launch on a dummy tensor, "
+                                      f"or a result computed outside the kernels)")
         return out, launches.count
 
     for trial in range(job["trials"]):
         xs = _make_inputs(gen, seed + trial, device)
         originals = _clone(xs)
         clones = _clone(xs)
-        out_c, n_launch = run_candidate(clones, audit_ops=True)
+        out_c, n_launch = run_candidate(clones, originals)
         result["ran"] = True
-        _check_inputs_unchanged(clones, originals)
-        alias = aliases(flatten_outputs(out_c), clones)
-        if alias:
-            raise Verdict("rejected", f"returned {alias} (or a view of it) as its output instead of computing one")
         with torch.no_grad():
             out_r = ref_model(*xs)
         problem = compare_outputs(out_c, out_r, atol, rtol)
+        guard.check_or_raise(Verdict, "its output was compared")
         if problem:
             raise Verdict("mismatch", f"trial {trial + 1} (seed {seed + trial}): {problem.reason}", problem.feedback)
         result["trials"] = trial + 1
         result["launches"] = n_launch
-        del out_c, out_r, xs, originals, clones
+        del out_c, out_r, xs, originals
+        if trial < job["trials"] - 1:
+            del clones
 
     if device == "cuda" and job["time_it"]:
         _time_on_gpu(job, task_mod, gen, ref_model, cand_model, run_candidate, result)
+    elif job["trials"] > 0:
+        _recheck_in_place(job, gen, ref_model, clones, run_candidate)
 
 
-_GUARD = None  # the worker's integrity guard; the harness's own flag changes are told to it
+def _recheck_in_place(job, gen, ref_model, buffers, run_candidate) -> None:
+    """Refill the last trial's input tensors in place with a hidden seed's values and check again.
+
+    Same tensors, same pointers, same id()s, one more call: a result cached by
+    pointer, id, shape or call count is now stale, and inputs from a seed the
+    candidate could not know defeat outputs precomputed for the public seeds.
+    """
+    import torch
+
+    from verifier.correctness import compare_outputs
+
+    fresh = _make_inputs(gen, job["hidden_seed"], job["device"])
+    with torch.no_grad():
+        for b, f in zip(buffers, fresh):
+            if isinstance(b, torch.Tensor):
+                b.copy_(f)
+    out_c, _ = run_candidate(buffers, _clone(fresh), during="ModelNew.forward (hidden re-check)")
+    with torch.no_grad():
+        out_r = ref_model(*fresh)
+    problem = compare_outputs(out_c, out_r, job.get("atol"), job.get("rtol"))
+    if problem:
+        raise Verdict("mismatch", f"hidden re-check (the same input tensors refilled from a hidden seed): "
+                                  f"{problem.reason}", problem.feedback)
+
+
+_GUARD = None    # the worker's integrity guard; the harness's own flag changes are told to it
+_POLICY = None   # the run-time policy (audit hook) refusing the candidate frames, processes, files...
+_THREADS: set = set()   # Python threads alive before the candidate was imported
+
+
+def _after_candidate(guard, during: str) -> None:
+    """The checks due after any stretch of candidate code: policy, patches, threads left behind."""
+    _POLICY.check_or_raise(Verdict, during)
+    guard.check_or_raise(Verdict, during)
+    _check_threads(during)
+
+
+def _check_threads(during: str) -> None:
+    """A Python thread of the candidate's still running does work nobody waits for."""
+    frames = sys._current_frames()
+    for ident, frame in frames.items():
+        if ident in _THREADS:
+            continue
+        f = frame
+        while f is not None:
+            if f.f_code.co_filename in _POLICY.untrusted:
+                raise Verdict("rejected", f"left a thread of its own running after {during}: work the "
+                                          f"harness does not wait for (threads are not allowed)")
+            f = f.f_back
 
 
 def exact_reference(torch) -> None:
@@ -314,12 +451,17 @@ def _time_on_gpu(job, task_mod, gen, ref_model, cand_model, run_candidate, resul
     flush = timing.l2_flush_buffer()
     with torch.no_grad():
         cand_call = lambda: cand_model(*buffers)  # noqa: E731
-        t_cand = timing.time_callable(cand_call, refresh, reps=job["reps"], warmup=job["warmup"], flush=flush)
+        try:
+            t_cand = timing.time_callable(cand_call, refresh, reps=job["reps"], warmup=job["warmup"], flush=flush)
+        except BaseException as exc:  # noqa: BLE001 - the candidate ran unchecked in the loop; its fault is data
+            _after_candidate(_GUARD, "being timed")
+            raise _classify(exc, "in ModelNew.forward (while timed)") from None
+        _after_candidate(_GUARD, "being timed")
 
         # A fast path after many calls must still be right: check the call after timing, on its own inputs.
         refresh(10**6)
         exact_reference(torch)
-        out_c, _ = run_candidate(buffers, audit_ops=True)
+        out_c, _ = run_candidate(buffers, _clone(buffers), during="ModelNew.forward (after timing)")
         out_r = ref_model(*buffers)
         problem = compare_outputs(out_c, out_r, atol, rtol)
         if problem:
@@ -327,7 +469,7 @@ def _time_on_gpu(job, task_mod, gen, ref_model, cand_model, run_candidate, resul
                                       f"{problem.reason}", problem.feedback)
         for h in range(job["hidden_trials"]):
             xs = _make_inputs(gen, hidden + 104729 * (h + 1), "cuda")
-            out_c, _ = run_candidate(_clone(xs), audit_ops=False)
+            out_c, _ = run_candidate(_clone(xs), _clone(xs), during=f"ModelNew.forward (hidden re-check {h + 1})")
             problem = compare_outputs(out_c, ref_model(*xs), atol, rtol)
             if problem:
                 raise Verdict("mismatch", f"hidden re-check {h + 1}: {problem.reason}", problem.feedback)
@@ -372,12 +514,17 @@ def _physics(job, ref_model, buffers, t_cand, result) -> None:
         from verifier import physics
     except ImportError:
         return
-    peaks = physics.peaks_for(torch.cuda.get_device_name(), job.get("peaks_override"))
-    if peaks is None:
-        result["flags"].append(f"no peak rates known for {torch.cuda.get_device_name()}: physics check skipped")
+    try:
+        peaks = physics.peaks_for(torch.cuda.get_device_name(), job.get("peaks_override"))
+    except ValueError as exc:  # a malformed peaks override (physics.PeaksError)
+        result["flags"].append(f"physics check skipped: {exc}")
         return
-    work = physics.count_work(ref_model, buffers)
-    floor = physics.floor_ms(work, peaks, physics.dominant_dtype(buffers, ref_model))
+    if peaks is None:
+        result["flags"].append(physics.peaks_note(torch.cuda.get_device_name(), job.get("peaks_override")))
+        return
+    with torch.no_grad():
+        work = physics.count_work(ref_model, buffers)
+    floor = physics.floor_ms(work, peaks)  # the compute roof follows work.dtype, the dtype holding most bytes
     result["floor_ms"] = floor
     if t_cand.median_ms < floor:
         raise Verdict("rejected", f"measured {t_cand.median_ms:.4f} ms is below the roofline floor of {floor:.4f} ms "

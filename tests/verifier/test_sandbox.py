@@ -7,7 +7,7 @@ import textwrap
 
 import pytest
 
-from verifier.sandbox import network_isolation, run_sandboxed
+from verifier.sandbox import file_confinement, network_isolation, run_sandboxed
 
 HONEST = '''
 import json, os, sys
@@ -119,3 +119,54 @@ def test_second_message_voids_the_verdict(tmp_path):
 def test_child_exit_code_reported_without_message(tmp_path):
     res = run_sandboxed(child(tmp_path, 'os._exit(0)'), {}, timeout_s=30)
     assert res.returncode == 0 and res.message is None and not res.timed_out
+
+
+@pytest.mark.skipif(not file_confinement()[0], reason="mount namespaces not available here")
+def test_files_outside_its_directory_are_read_only(tmp_path):
+    outside = tmp_path / "outside.txt"
+    res = run_sandboxed(child(tmp_path, f'''
+        outcome = {{}}
+        for name, path in (("own", "scratch.txt"), ("outside", {str(outside)!r}),
+                           ("project", os.path.join(os.environ["PYTHONPATH"].split(os.pathsep)[0], "kgen-probe"))):
+            try:
+                open(path, "w").write("x")
+                outcome[name] = "written"
+            except OSError as exc:
+                outcome[name] = exc.strerror
+        chan.send(outcome)'''), {}, timeout_s=30)
+    assert res.message == {"own": "written", "outside": "Read-only file system", "project": "Read-only file system"}
+    assert not outside.exists()
+    assert any("files: read-only" in note for note in res.isolation)
+
+
+@pytest.mark.skipif(not file_confinement()[0], reason="mount namespaces not available here")
+def test_callers_directory_and_compile_caches_stay_writable(tmp_path):
+    res = run_sandboxed(child(tmp_path, f'''
+        open({str(tmp_path / "report.txt")!r}, "w").write("x")
+        cache = os.path.join(os.environ["TRITON_CACHE_DIR"], "kgen-sandbox-test")
+        open(cache, "w").write("x")
+        os.remove(cache)
+        chan.send({{"ok": True}})'''), {}, timeout_s=30, cwd=tmp_path)
+    assert res.message == {"ok": True}, res.stderr[-800:]
+    assert (tmp_path / "report.txt").read_text() == "x"
+
+
+@pytest.mark.skipif(not file_confinement()[0], reason="mount namespaces not available here")
+def test_dev_shm_is_private(tmp_path):
+    res = run_sandboxed(child(tmp_path, '''
+        open("/dev/shm/kgen-sandbox-test", "w").write("x")
+        chan.send({"listing": os.listdir("/dev/shm")})'''), {}, timeout_s=30)
+    assert res.message == {"listing": ["kgen-sandbox-test"]}
+    assert not os.path.exists("/dev/shm/kgen-sandbox-test")
+
+
+def test_child_runs_in_fresh_cgroups_where_writable(tmp_path):
+    res = run_sandboxed(child(tmp_path, '''
+        chan.send({"cgroups": open("/proc/self/cgroup").read()})'''), {}, timeout_s=30)
+    notes = " ".join(res.isolation)
+    if "pids cgroup" not in notes:
+        pytest.skip("no writable pids cgroup here")
+    lines = {line.split(":")[1]: line.split(":")[2] for line in res.message["cgroups"].splitlines()}
+    assert "kgen-" in lines["pids"]
+    if "memory cgroup" in notes:
+        assert "kgen-" in lines["memory"]
