@@ -32,35 +32,8 @@ import sys
 import time
 from pathlib import Path
 
-from agent.config import BACKENDS, DEVICES, PROPOSERS, OptimizeConfig
-
-
-def add_optimize_flags(p: argparse.ArgumentParser) -> None:
-    """`kgen optimize`'s flags (every default None: the stored board's settings apply when resuming)."""
-    d = OptimizeConfig.__dataclass_fields__
-    g = p.add_argument_group("optimize settings (as for kgen optimize; applied to every task)")
-    g.add_argument("--backend", choices=BACKENDS, help=f"kernel language (default {d['backend'].default})")
-    g.add_argument("--proposer", choices=PROPOSERS,
-                   help="auto: openai when OPENAI_API_KEY, OPENAI_BASE_URL or --base-url is set, else heuristic")
-    g.add_argument("--model", help="model name for the LLM proposer (default $KGEN_MODEL)")
-    g.add_argument("--base-url", help="OpenAI-compatible endpoint (default $OPENAI_BASE_URL, else OpenAI)")
-    g.add_argument("--temperature", type=float, help="sampling temperature for the LLM")
-    g.add_argument("--candidates", type=int, metavar="N", help=f"proposals per round (default {d['candidates'].default})")
-    g.add_argument("--max-iters", type=int, metavar="N", help=f"rounds at most (default {d['max_iters'].default})")
-    g.add_argument("--target", type=float, metavar="X",
-                   help=f"stop at this speedup over the faster baseline (default {d['target'].default})")
-    g.add_argument("--sol", type=float, metavar="PCT", help="also stop at this %% of speed-of-light")
-    g.add_argument("--patience", type=int, metavar="N",
-                   help=f"stop after N rounds without a better kernel (default {d['patience'].default})")
-    g.add_argument("--budget-usd", type=float, metavar="X", help="per task: stop once the LLM has cost this much")
-    g.add_argument("--budget-tokens", type=int, metavar="N", help="per task: stop once this many tokens were used")
-    g.add_argument("--timeout", type=float, metavar="S", help="per task: stop after S seconds")
-    g.add_argument("--device", choices=DEVICES, help="where candidates run (default auto: CUDA when present)")
-    g.add_argument("--keep-going", action="store_true", default=None,
-                   help="do not stop when the goal is met; use each task's whole budget")
-    g.add_argument("--verify-timeout", type=float, metavar="S",
-                   help=f"wall-clock limit per candidate (default {d['verify_timeout_s'].default:g} s)")
-    g.add_argument("--results", metavar="DIR", help="results folder (default $KGEN_RESULTS, else results)")
+from agent.commands.optimize import add_optimize_flags
+from agent.config import OptimizeConfig
 
 
 def register(sub) -> None:
@@ -73,7 +46,7 @@ def register(sub) -> None:
     p.add_argument("--gpus", metavar="0,1,...", help="GPUs to use, one worker each (default all)")
     p.add_argument("--verify-only", metavar="DIR",
                    help="score the kernels in DIR (one per task, named like it) with no proposer")
-    add_optimize_flags(p)
+    add_optimize_flags(p.add_argument_group("optimize settings (as for kgen optimize; applied to every task)"))
     p.set_defaults(func=run)
 
 

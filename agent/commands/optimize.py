@@ -34,10 +34,17 @@ FIELDS = {
 
 
 def register(sub) -> None:
-    d = OptimizeConfig.__dataclass_fields__
     p = sub.add_parser("optimize", help="search for a faster kernel for one task (LLM or heuristic proposer)",
                        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("task", nargs="?", help="task file (KernelBench format); optional with --resume")
+    add_optimize_flags(p)
+    p.add_argument("--resume", metavar="RUN_ID", help="continue a stored run (an id, a unique prefix, or latest)")
+    p.set_defaults(func=run)
+
+
+def add_optimize_flags(p) -> None:
+    """The flags that set an OptimizeConfig (a parser or an argument group; `kgen leaderboard` shares them)."""
+    d = OptimizeConfig.__dataclass_fields__
     # NOTE: every default is None here so that --resume can tell a flag given from one left out;
     # the defaults that apply are OptimizeConfig's, shown in the help.
     p.add_argument("--backend", choices=BACKENDS, help=f"kernel language (default {d['backend'].default})")
@@ -66,8 +73,6 @@ def register(sub) -> None:
     p.add_argument("--verify-timeout", type=float, metavar="S",
                    help=f"wall-clock limit per candidate (default {d['verify_timeout_s'].default:g} s)")
     p.add_argument("--results", metavar="DIR", help="results folder (default $KGEN_RESULTS, else results)")
-    p.add_argument("--resume", metavar="RUN_ID", help="continue a stored run (an id, a unique prefix, or latest)")
-    p.set_defaults(func=run)
 
 
 def config_from_args(args, base: OptimizeConfig | None = None) -> OptimizeConfig:
