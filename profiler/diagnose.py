@@ -216,7 +216,14 @@ def findings(k: KernelMetrics, d: Diagnosis) -> list[str]:
                        f"{d.roofline.bytes / 1e6:.3g} MB: reuse loaded data (tiling, fusion), read each byte once")
     if (d.bound == "compute" and d.tensor_core_pct is not None and d.tensor_core_pct < 5
             and d.roofline is not None and d.roofline.flops > 0):
-        out.append("Compute-bound without tensor cores: a tl.dot / mma formulation would raise the roof")
+        if d.roofline.dtype in ("float32", "fp32"):
+            # NOTE: exact fp32 products run on the FMA pipe even through tl.dot(input_precision="ieee");
+            # the tensor cores need TF32 (~1e-3 relative error), which a 1e-4 tolerance rejects.
+            out.append("Compute-bound on the FMA pipe, tensor cores unused: exact fp32 cannot use them; TF32 "
+                       "would (about 1e-3 relative error: only if the task's tolerance allows), else raise "
+                       "FMA efficiency (larger register tiles, fewer loads per FMA)")
+        else:
+            out.append("Compute-bound without tensor cores: a tl.dot / mma formulation would raise the roof")
     occ = d.occupancy
     if (occ and occ.theoretical_pct is not None and occ.theoretical_pct < 50 and d.bound == "latency"):
         out.append(f"Low occupancy ({occ.theoretical_pct:.0f}% theoretical, {occ.limiter.replace('_', ' ')}-limited) "

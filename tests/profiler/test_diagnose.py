@@ -110,3 +110,18 @@ def test_tail_effect_for_a_thin_last_wave_and_for_less_than_one_wave():
     assert "last one 10% full" in tail_effect(1.1)
     assert "only 50% of one wave" in tail_effect(0.5)
     assert tail_effect(3.88) == "" and tail_effect(62.06) == ""
+
+
+@pytest.mark.parametrize("dtype, advice", [
+    ("float32", "exact fp32 cannot use them"),
+    ("bfloat16", "a tl.dot / mma formulation would raise the roof"),
+])
+def test_compute_bound_without_tensor_cores_advice_depends_on_dtype(dtype, advice):
+    from profiler.roofline import roofline
+    from verifier.physics import Work, peaks_for
+
+    work = Work(flops=2 * 4096**3, bytes=3 * 4096 * 4096 * 4, dtype=dtype)
+    k = KernelMetrics(name="matmul_kernel", duration_us=3000.0, time_share=1.0, sm_sol_pct=75.0, mem_sol_pct=40.0,
+                      tensor_pct=0.0)
+    text = diagnose([k], roofline=roofline(work, peaks_for("NVIDIA H200"), measured_ms=3.0)).to_text()
+    assert advice in text
