@@ -17,18 +17,25 @@ verifier)
   python3 benchmarks/verifier_gpu.py --tasks softmax,layernorm,rmsnorm,cross_entropy,pointwise_chain,swiglu \
     --out "$OUT/verifier.json" 2>&1 | tee "$OUT/verifier.log" | tail -30 ;;
 profile)
+  # One log for all pairs (the device returns at most 8 files): each diagnosis, its JSON, and the
+  # wall time of `kgen profile` against plain `kgen verify` (baselines cached) for the same pair.
   for pair in "softmax $G/good/softmax.py" "layernorm $G/good/layernorm.py" "matmul $G/good/matmul.py" \
               "softmax $G/cuda/softmax_cupy.py" "transpose $G/good/transpose.py"; do
-    set -- $pair; name=$1_$(basename $2 .py)
-    s=$(date +%s.%N)
-    python3 -m agent profile tasks/$1.py $2 > "$OUT/profile_$name.txt" 2>&1
-    e=$(date +%s.%N)
-    python3 -m agent profile tasks/$1.py $2 --json > "$OUT/profile_$name.json" 2>/dev/null
-    s2=$(date +%s.%N)
-    python3 -m agent verify tasks/$1.py $2 > "$OUT/verify_$name.txt" 2>&1
-    e2=$(date +%s.%N)
-    echo "PROFILE $name profile_wall_s=$(echo "$e - $s" | bc) verify_wall_s=$(echo "$e2 - $s2" | bc)" | tee -a "$OUT/profile_walls.txt"
-    head -30 "$OUT/profile_$name.txt"
+    set -- $pair
+    python3 - "$1" "$2" >> "$OUT/profile.log" 2>&1 <<'P'
+import json, subprocess, sys, time
+task, kernel = sys.argv[1], sys.argv[2]
+def timed(args):
+    t0 = time.perf_counter()
+    done = subprocess.run([sys.executable, "-m", "agent", *args], capture_output=True, text=True)
+    return time.perf_counter() - t0, done
+verify_s, v = timed(["verify", f"tasks/{task}.py", kernel])
+profile_s, p = timed(["profile", f"tasks/{task}.py", kernel])
+_, pj = timed(["profile", f"tasks/{task}.py", kernel, "--json"])
+print(f"=== {task} {kernel}: profile_wall_s={profile_s:.1f} verify_wall_s={verify_s:.1f}")
+print(v.stdout[-1500:]); print(p.stdout[-3000:], p.stderr[-1000:]); print("JSON", pj.stdout.replace("\n", " ")[:6000])
+P
+    grep "^===" "$OUT/profile.log" | tail -1
   done ;;
 gputests)
   python3 -m pytest -m gpu -q -p no:cacheprovider -o addopts="" 2>&1 | tee "$OUT/pytest_gpu.log" | tail -25 ;;
