@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # GPU measurements behind benchmarks/*.md, on a machine with no package index.
 # Run from the repository root with the wheels in .whl/ (docs/offline-gpu.md):
-#   bash benchmarks/gpu_session.sh STAGE...      stages: verifier profile gputests agent
+#   bash benchmarks/gpu_session.sh STAGE...
+# stages: baselines verifier profile gputests agent leaderboard (each well inside 10 minutes but
+# baselines: eager and both torch.compile modes for all 18 tasks, cached under results/baselines)
 # Full logs go to $OUT (default ./gpu-out); a short table is printed last.
 set -u
 OUT=${OUT:-$PWD/gpu-out}; mkdir -p "$OUT"
@@ -37,6 +39,28 @@ print(v.stdout[-1500:]); print(p.stdout[-3000:], p.stderr[-1000:]); print("JSON"
 P
     grep "^===" "$OUT/profile.log" | tail -1
   done ;;
+baselines)
+  python3 - > "$OUT/baselines.log" 2>&1 <<'P'
+import time
+from pathlib import Path
+from verifier.records import VerifyConfig
+from verifier.task import load_task
+from verifier.verify import cached_baselines
+for path in sorted(Path("tasks").glob("*.py")):
+    t0 = time.perf_counter()
+    base = cached_baselines(load_task(path), VerifyConfig(device="cuda"))
+    print(path.stem, f"{time.perf_counter() - t0:.0f}s", {k: round(v.median_ms, 4) for k, v in base.items()}, flush=True)
+P
+  tail -20 "$OUT/baselines.log" ;;
+leaderboard)
+  python3 -m agent leaderboard tasks --proposer heuristic --max-iters 3 --keep-going --name h200-heuristic \
+    > "$OUT/leaderboard.log" 2>&1
+  cp results/leaderboards/h200-heuristic/leaderboard.md "$OUT/leaderboard_heuristic.md"
+  python3 benchmarks/heuristic_report.py results > "$OUT/heuristic_table.md" 2>&1
+  python3 -m agent leaderboard tasks --verify-only tests/verifier/candidates/good --name h200-handwritten \
+    >> "$OUT/leaderboard.log" 2>&1
+  cp results/leaderboards/h200-handwritten/leaderboard.md "$OUT/leaderboard_handwritten.md"
+  tail -30 "$OUT/heuristic_table.md" ;;
 gputests)
   python3 -m pytest -m gpu -q -p no:cacheprovider -o addopts="" 2>&1 | tee "$OUT/pytest_gpu.log" | tail -25 ;;
 agent)
