@@ -19,7 +19,7 @@ if ! python -c "import torch" 2>/dev/null; then
 fi
 # NOTE: Triton 3.6's interpreter converts 1-element arrays with int(), which NumPy 2.4 refuses
 # ("only 0-dimensional arrays can be converted"): keep NumPy below 2.4 where the interpreter runs.
-# Triton 3.6 is what the GPU image kgen is measured on carries: the CPU interpreter then checks
+# Triton 3.6.0 matches the GPU machine kgen is measured on, so the CPU interpreter checks
 # kernels with the same front end that compiles them there.
 pip install -q -e ".[test]" "numpy>=1.26,<2.4" "triton==3.6.0"
 echo "kgen is set up in .venv (torch $(python -c 'import torch; print(torch.__version__)'), CPU only)."
