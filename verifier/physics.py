@@ -322,6 +322,16 @@ def floor_ms(work: Work, peaks: Peaks, dtype: str | None = None, *, margin: floa
     return max(compute_s, memory_s) * 1e3 * margin
 
 
+def impossible(measured_ms: float, work: Work, peaks: Peaks) -> str | None:
+    """Why a measured time cannot be honest (below the roofline floor), or None when it can."""
+    floor = floor_ms(work, peaks)  # the compute roof follows work.dtype, the dtype holding most bytes
+    if measured_ms >= floor:
+        return None
+    return (f"measured {measured_ms:.4f} ms is below the roofline floor of {floor:.4f} ms "
+            f"({work.flops:.3g} FLOP, {work.bytes:.3g} bytes on {peaks.name}): physically impossible, "
+            f"so the timing was cheated")
+
+
 if __name__ == "__main__":
     for p in peak_table().values():
         print(f"{p.name:14s} {p.mem_gbps:7.0f} GB/s  fp32 {p.fp32_tflops:6.1f}  tf32 {p.tf32_tflops or 0:7.1f}  "

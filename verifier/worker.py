@@ -524,12 +524,10 @@ def _physics(job, ref_model, buffers, t_cand, result) -> None:
         return
     with torch.no_grad():
         work = physics.count_work(ref_model, buffers)
-    floor = physics.floor_ms(work, peaks)  # the compute roof follows work.dtype, the dtype holding most bytes
-    result["floor_ms"] = floor
-    if t_cand.median_ms < floor:
-        raise Verdict("rejected", f"measured {t_cand.median_ms:.4f} ms is below the roofline floor of {floor:.4f} ms "
-                                  f"({work.flops:.3g} FLOP, {work.bytes:.3g} bytes on {peaks.name}): physically "
-                                  f"impossible, so the timing was cheated")
+    result["floor_ms"] = physics.floor_ms(work, peaks)
+    reason = physics.impossible(t_cand.median_ms, work, peaks)
+    if reason:
+        raise Verdict("rejected", reason)
 
 
 # ----------------------------------------------------------------------------------------------

@@ -140,3 +140,26 @@ def test_count_work_runs_on_the_meta_device():
         model, x = nn.Linear(64, 32), torch.randn(16, 64)
     work = count_work(model, [x])
     assert work.flops == 2 * 16 * 32 * 64 and work.write_bytes == 16 * 32 * 4
+
+
+def test_a_time_below_the_floor_is_rejected_with_the_numbers():
+    from verifier.physics import Work, floor_ms, impossible, peaks_for
+
+    h200 = peaks_for("NVIDIA H200")
+    # bf16 4096^3 matmul: 137 GFLOP; even at the dense bf16 peak it takes well over 0.1 ms
+    work = Work(flops=2 * 4096**3, bytes=3 * 4096 * 4096 * 2, read_bytes=2 * 4096 * 4096 * 2,
+                write_bytes=4096 * 4096 * 2, dtype="bfloat16")
+    floor = floor_ms(work, h200)
+    reason = impossible(floor / 2, work, h200)
+    assert reason is not None and "below the roofline floor" in reason
+    assert f"{floor:.4f} ms" in reason and "H200" in reason
+    assert impossible(floor * 1.01, work, h200) is None
+
+
+def test_an_honest_measured_time_is_above_the_floor():
+    from verifier.physics import Work, impossible, peaks_for
+
+    # torch's own fp32 4096^3 matmul took 2.68 ms on an H200 (51 TFLOP/s): never "impossible"
+    work = Work(flops=2 * 4096**3, bytes=3 * 4096 * 4096 * 4, read_bytes=2 * 4096 * 4096 * 4,
+                write_bytes=4096 * 4096 * 4, dtype="float32")
+    assert impossible(2.68, work, peaks_for("NVIDIA H200")) is None
