@@ -45,6 +45,9 @@ def test_good_task_loads_with_extras(tmp_path):
     (GOOD.replace("return [torch.randn(4096, 4096)]", "raise ValueError('bad shape')"), "get_inputs() raised ValueError: bad shape"),
     (GOOD.replace("import torch, torch.nn as nn", "import torch, torch.nn as nn\nimport no_such_module_kgen"), "importing it raised ModuleNotFoundError"),
     (GOOD.replace("ATOL = 1e-3", "ATOL = 'loose'"), "ATOL must be a number"),
+    # fails on the meta device (.item()), then for real: still a one-line error about the real failure
+    (GOOD.replace("return [torch.randn(4096, 4096)]", "v = torch.randn(1).item()\n    return [1 / (v - v)]"),
+     "get_inputs() raised ZeroDivisionError"),
 ])
 def test_malformed_task_names_file_and_problem(tmp_path, text, expected):
     path = write(tmp_path, text)
@@ -65,6 +68,12 @@ def test_not_utf8(tmp_path):
     p.write_bytes(b"\xff\xfe\x00garbage")
     with pytest.raises(TaskError, match="not UTF-8"):
         load_task(p)
+
+
+def test_generator_needing_real_data_still_loads(tmp_path):
+    # .item() cannot run on the meta device: the generator is called for real instead
+    text = GOOD.replace("return [torch.randn(4096, 4096)]", "n = int(torch.randint(3, 5, (1,)).item())\n    return [torch.randn(n, 8)]")
+    assert load_task(write(tmp_path, text)).name == "t"
 
 
 def test_big_inputs_are_checked_on_meta_device(tmp_path):
