@@ -49,6 +49,7 @@ from typing import Any, Callable, Iterable
 from agent.fastp import THRESHOLDS, FastP, Outcome, fast_table, geomean_speedup
 from agent.records import Attempt, Run
 from agent.store import Store, new_run_id, scrub_config, utc_now
+from verifier.sandbox import describe_exit
 
 LEADERBOARDS_DIR = "leaderboards"
 BOARD_JSON = "leaderboard.json"
@@ -769,7 +770,7 @@ class BoardRunner:
             return dataclasses.replace(base, status=INTERRUPTED,
                                        reason=f"interrupted; run the board again (--name {self.board.name}) to continue")
         return dataclasses.replace(base, status=ERROR,
-                                   reason=f"the task's process {_describe_exit(code)} without a result; "
+                                   reason=f"the task's process {describe_exit(code)} without a result; "
                                           f"see {log_path}: {_last_line(log_path)}")
 
     def _interrupt_running(self) -> None:
@@ -788,17 +789,6 @@ class BoardRunner:
                     os.killpg(proc.pid, signal.SIGKILL)   # its own session: the group is the task's processes
                 except ProcessLookupError:
                     pass
-
-
-def _describe_exit(code: int | None) -> str:
-    if code is None:
-        return "did not end"
-    if code < 0:
-        try:
-            return f"was killed by {signal.Signals(-code).name}"
-        except ValueError:
-            return f"was killed by signal {-code}"
-    return f"exited with code {code}"
 
 
 def _last_line(path: Path, limit: int = 200) -> str:

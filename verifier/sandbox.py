@@ -112,6 +112,18 @@ class SandboxResult:
     limit: str = ""                  # why the sandbox killed the child for a limit (processes, threads, memory)
 
 
+def describe_exit(code: int | None) -> str:
+    """How a process ended, for a reason line: 'died of SIGSEGV', 'exited with code 3'."""
+    if code is None:
+        return "was killed"
+    if code < 0:
+        try:
+            return f"died of {signal.Signals(-code).name}"
+        except ValueError:
+            return f"died of signal {-code}"
+    return f"exited with code {code}"
+
+
 def scrubbed_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not SECRET_NAME.search(k)}
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(PROJECT_ROOT), env.get("PYTHONPATH", "")) if p)

@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 from verifier.records import Task, Timing, VerifyConfig, VerifyResult
-from verifier.sandbox import SandboxResult, run_sandboxed
+from verifier.sandbox import SandboxResult, describe_exit, run_sandboxed
 from verifier.static import check_source
 
 REVIEW_SPEEDUP = 10.0   # above this over eager, a person should look
@@ -123,7 +123,7 @@ def interpret(res: SandboxResult, base: dict, config: VerifyConfig) -> VerifyRes
     msg = res.message
     if msg is None:
         code = res.returncode
-        how = _describe_exit(code)
+        how = describe_exit(code)
         return VerifyResult(status="crashed", reason=f"the candidate's process {how} without a verdict"
                                                      f"{' (' + res.channel_problem + ')' if res.channel_problem else ''}",
                             feedback=_tail(res.stderr), **common)
@@ -155,19 +155,6 @@ def _speedups(result: VerifyResult) -> None:
     eager = result.speedups.get("eager")
     if eager is not None and eager > REVIEW_SPEEDUP:
         result.flags.append(f"{eager:.1f}x faster than eager: above {REVIEW_SPEEDUP:.0f}x, review by hand")
-
-
-def _describe_exit(code: int | None) -> str:
-    import signal
-
-    if code is None:
-        return "was killed"
-    if code < 0:
-        try:
-            return f"died of {signal.Signals(-code).name}"
-        except ValueError:
-            return f"died of signal {-code}"
-    return f"exited with code {code}"
 
 
 def _tail(text: str, limit: int = 2000) -> str:
