@@ -97,11 +97,11 @@ def edit_rows(results: Path, **changes_by_task: dict) -> None:
 
 def test_board_writes_json_and_markdown(board):
     results, code, out, err = board
-    assert code == 0, err
+    assert code == 0, err[-3000:]
     data = json.loads(board_file(results).read_text())
     assert [r["task"] for r in data["rows"]] == TASKS
     markdown = (results / "leaderboards" / "small" / "leaderboard.md").read_text()
-    assert all(f"| {t} | succeeded |" in markdown for t in TASKS)
+    assert all(f"| {t} | succeeded |" in markdown for t in TASKS), markdown + "\n" + err[-3000:]
 
 
 def test_board_counts_every_task_correct(board):
