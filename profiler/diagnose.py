@@ -73,6 +73,17 @@ STALL_FIXES = {
 _SKIP_RULES = {"CPIStall"}
 
 
+def no_tensor_cores_advice(roofline: Roofline) -> str:
+    """What to do about a compute-bound task whose kernel leaves the tensor cores idle."""
+    if roofline.dtype in ("float32", "fp32"):
+        # NOTE: exact fp32 products run on the FMA pipe even through tl.dot(input_precision="ieee");
+        # the tensor cores need TF32 (~1e-3 relative error), which a 1e-4 tolerance rejects.
+        return ("Compute-bound on the FMA pipe, tensor cores unused: exact fp32 cannot use them; TF32 "
+                "would (about 1e-3 relative error: only if the task's tolerance allows), else raise "
+                "FMA efficiency (larger register tiles, fewer loads per FMA)")
+    return "Compute-bound without tensor cores: a tl.dot / mma formulation would raise the roof"
+
+
 def diagnose(kernels: list[KernelMetrics], details=None, roofline: Roofline | None = None) -> Diagnosis:
     """The diagnosis of the dominant kernel (most total time by name), the others listed."""
     if not kernels:
@@ -216,14 +227,7 @@ def findings(k: KernelMetrics, d: Diagnosis) -> list[str]:
                        f"{d.roofline.bytes / 1e6:.3g} MB: reuse loaded data (tiling, fusion), read each byte once")
     if (d.bound == "compute" and d.tensor_core_pct is not None and d.tensor_core_pct < 5
             and d.roofline is not None and d.roofline.flops > 0):
-        if d.roofline.dtype in ("float32", "fp32"):
-            # NOTE: exact fp32 products run on the FMA pipe even through tl.dot(input_precision="ieee");
-            # the tensor cores need TF32 (~1e-3 relative error), which a 1e-4 tolerance rejects.
-            out.append("Compute-bound on the FMA pipe, tensor cores unused: exact fp32 cannot use them; TF32 "
-                       "would (about 1e-3 relative error: only if the task's tolerance allows), else raise "
-                       "FMA efficiency (larger register tiles, fewer loads per FMA)")
-        else:
-            out.append("Compute-bound without tensor cores: a tl.dot / mma formulation would raise the roof")
+        out.append(no_tensor_cores_advice(d.roofline))
     occ = d.occupancy
     if (occ and occ.theoretical_pct is not None and occ.theoretical_pct < 50 and d.bound == "latency"):
         out.append(f"Low occupancy ({occ.theoretical_pct:.0f}% theoretical, {occ.limiter.replace('_', ' ')}-limited) "

@@ -24,6 +24,7 @@ import re
 import sys
 from pathlib import Path
 
+from profiler.diagnose import no_tensor_cores_advice
 from profiler.records import Diagnosis, KernelMetrics, Occupancy, Roofline
 
 _OPCODE = re.compile(r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P[T\d]+\s+)?([A-Z][A-Z0-9_]*(?:\.[A-Z0-9_]+)*)")
@@ -175,7 +176,7 @@ def sass_findings(sass: dict[str, int], roofline: Roofline | None) -> list[str]:
         out.append("Narrow global loads: vectorize to 16 bytes per thread (contiguous, aligned runs of "
                    "4 fp32 / 8 bf16; Triton needs sizes and strides divisible by 16 to prove alignment)")
     if not mma and roofline is not None and roofline.roof == "compute":
-        out.append("Compute-bound task without tensor-core instructions: use tl.dot / mma")
+        out.append(no_tensor_cores_advice(roofline))
     return out
 
 

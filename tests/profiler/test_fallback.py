@@ -136,3 +136,13 @@ def test_fallback_reports_a_failed_candidate_as_a_note():
     report = dict(child_report(), kernels=[], triton=[], error="RuntimeError: CUDA error: illegal address")
     d = diagnose_fallback(report)
     assert d.kernel == "" and any("illegal address" in n for n in d.notes)
+
+
+def test_sass_findings_give_the_dtype_aware_tensor_core_advice():
+    from profiler.fallback import sass_findings
+    from profiler.roofline import roofline
+    from verifier.physics import Work, peaks_for
+
+    work = Work(flops=2 * 4096**3, bytes=3 * 4096 * 4096 * 4, dtype="float32")
+    findings = sass_findings({"global_loads": 8, "global_loads_128": 8}, roofline(work, peaks_for("NVIDIA H200")))
+    assert any("exact fp32 cannot use them" in f for f in findings)
