@@ -305,7 +305,7 @@ def to_markdown(board: Leaderboard) -> str:
              f"- suite: `{board.suite}` ({s.tasks} tasks, {s.done} done)",
              f"- mode: {board.mode}" + (f" (kernels from `{board.kernels_dir}`)" if board.kernels_dir else ""),
              f"- device: {where}",
-             f"- settings: " + _settings_line(board), f"- updated: {board.updated_at}", "",
+             "- settings: " + _settings_line(board), f"- updated: {board.updated_at}", "",
              "## Summary", "",
              "fast_p: share of all tasks whose kernel is correct and strictly more than p times faster "
              "(fast_0: correct).", "",
