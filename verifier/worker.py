@@ -138,6 +138,21 @@ def _make_inputs(gen, seed: int, device: str):
     return [x.to(device) if isinstance(x, torch.Tensor) else x for x in xs]
 
 
+def _refresher(gen, buffers, seed: int):
+    """refresh(rep): fresh input values (seeded by rep) written into the fixed input buffers.
+
+    NOTE: the candidate and the baselines are timed on the same sequence of inputs."""
+    import torch
+
+    def refresh(rep: int) -> None:
+        fresh = _make_inputs(gen, seed + 7919 * (rep + 2), "cuda")
+        for b, f in zip(buffers, fresh):
+            if isinstance(b, torch.Tensor):
+                b.copy_(f)
+
+    return refresh
+
+
 def _clone(xs):
     import torch
 
@@ -442,12 +457,7 @@ def _time_on_gpu(job, task_mod, gen, ref_model, cand_model, run_candidate, resul
     hidden = job["hidden_seed"]
     buffers = _make_inputs(gen, hidden, "cuda")
 
-    def refresh(rep: int) -> None:
-        fresh = _make_inputs(gen, hidden + 7919 * (rep + 2), "cuda")
-        for b, f in zip(buffers, fresh):
-            if isinstance(b, torch.Tensor):
-                b.copy_(f)
-
+    refresh = _refresher(gen, buffers, hidden)
     flush = timing.l2_flush_buffer()
     with torch.no_grad():
         cand_call = lambda: cand_model(*buffers)  # noqa: E731
@@ -545,12 +555,7 @@ def _baselines(job: dict) -> dict:
     gen = task_mod.get_inputs
     buffers = _make_inputs(gen, job["hidden_seed"], "cuda")
 
-    def refresh(rep: int) -> None:
-        fresh = _make_inputs(gen, job["hidden_seed"] + 7919 * (rep + 2), "cuda")
-        for b, f in zip(buffers, fresh):
-            if isinstance(b, torch.Tensor):
-                b.copy_(f)
-
+    refresh = _refresher(gen, buffers, job["hidden_seed"])
     flags = torch_defaults(torch)
     flush = timing.l2_flush_buffer()
     out = {"torch_flags": flags, "device": torch.cuda.get_device_name(), "ran": True}
