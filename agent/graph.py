@@ -245,9 +245,13 @@ def analyze_task(task: Task, device: str, gpu: str, verify_config: VerifyConfig 
     if device == "cuda" and verify_config is not None and verify_config.baselines:
         # torch.compile is timed once per (GPU, task, torch) and cached by the verifier; eager is timed
         # with every candidate, and the first timed attempt adds it
-        from verifier.verify import cached_baselines
+        from verifier.verify import BaselineError, cached_baselines
 
-        baselines = cached_baselines(task, verify_config)
+        try:
+            baselines = cached_baselines(task, verify_config)
+        except BaselineError as exc:
+            baselines = {}
+            notes.append(str(exc))
         if baselines:
             analysis["baselines"] = {k: {"median_ms": t.median_ms} for k, t in baselines.items()}
     if notes:

@@ -381,7 +381,10 @@ def run_sandboxed(
     workdir = Path(tempfile.mkdtemp(prefix="kgen-sandbox-", dir=cwd))
     prefix, net_note = network_isolation() if isolate_network else ([], "network: not isolated (not asked)")
     env = scrubbed_env(extra_env)
-    env.update(HOME=str(workdir), TMPDIR=str(workdir), KGEN_RESULT_FD=str(write_fd))
+    # NOTE: inductor's cache goes inside the sandbox's own directory, never to a shared /tmp path that the
+    # read-only file system would refuse (and that an earlier job could have filled).
+    env.update(HOME=str(workdir), TMPDIR=str(workdir), KGEN_RESULT_FD=str(write_fd),
+               TORCHINDUCTOR_CACHE_DIR=str(workdir / "torchinductor"))
     caches = [env[d] for d in ("TRITON_CACHE_DIR", "TORCH_EXTENSIONS_DIR", "CUPY_CACHE_DIR")]
     for d in caches:
         Path(d).mkdir(parents=True, exist_ok=True)

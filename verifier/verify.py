@@ -94,9 +94,12 @@ def verify(task: Task, source: str, config: VerifyConfig = VerifyConfig()) -> Ve
         "peaks_override": config.peaks_override,
         "repeat_timing": config.repeat_timing,
     }
-    cached = None
+    cached, baseline_problem = None, ""
     if device == "cuda" and config.time_it and config.baselines:
-        cached = cached_baselines(task, config)
+        try:
+            cached = cached_baselines(task, config)
+        except BaselineError as exc:
+            baseline_problem = str(exc)
 
     res = run_sandboxed(WORKER, job, timeout_s=config.timeout_s, output_cap_bytes=config.output_cap_bytes)
     result = interpret(res, base, config)
@@ -104,6 +107,8 @@ def verify(task: Task, source: str, config: VerifyConfig = VerifyConfig()) -> Ve
         result.device = "cpu (Triton interpreter)" if backend == "triton" else "none (nvcc only)"
         if backend == "triton" and not task.has_small_inputs:
             result.flags.append("task has no get_small_inputs(): checked on get_inputs() under the interpreter")
+    if baseline_problem:
+        result.flags.append(baseline_problem)
     if result.passed and result.timing and cached:
         for key, t in cached.items():
             if key != "eager":
@@ -172,8 +177,33 @@ def baseline_key(task: Task, gpu: str) -> str:
     return f"{task.name}-{hashlib.sha256(text.encode()).hexdigest()[:12]}"
 
 
+class BaselineError(RuntimeError):
+    """The baselines could not be timed; the message says why (one line plus the child's last words)."""
+
+
+# NOTE: a failure is remembered for the life of the process: a loop that verifies many candidates of one
+# task must not recompile (and fail) the same baselines before every one of them.
+_FAILED: dict[Path, str] = {}
+
+
+def _baseline_failure(res) -> str:
+    if res.timed_out:
+        why = "timed out"
+    elif res.limit:
+        why = res.limit
+    elif res.message:
+        reason = str(res.message.get("reason") or "").strip()
+        why = f"{res.message.get('status')}: {reason.splitlines()[0] if reason else 'no reason given'}"
+    else:
+        why = f"the process {describe_exit(res.returncode)}" + (f" ({res.channel_problem})" if res.channel_problem else "")
+    last = [line for line in res.stderr.strip().splitlines() if line.strip()][-3:]
+    return why + (": " + " | ".join(line.strip()[:200] for line in last) if last else "")
+
+
 def cached_baselines(task: Task, config: VerifyConfig) -> dict[str, Timing]:
-    """torch.compile baselines for this (GPU, task, torch): read from the cache or timed once and stored."""
+    """torch.compile baselines for this (GPU, task, torch): read from the cache or timed once and stored.
+
+    Raises BaselineError, saying why, when the baselines could not be timed (nothing is cached then)."""
     import torch
 
     gpu = torch.cuda.get_device_name()
@@ -182,12 +212,15 @@ def cached_baselines(task: Task, config: VerifyConfig) -> dict[str, Timing]:
         data = json.loads(path.read_text())
         if set(data.get("compile_modes", [])) >= set(config.compile_modes):
             return {k: Timing(**v) for k, v in data["baselines"].items()}
+    if path in _FAILED:
+        raise BaselineError(_FAILED[path])
     job = {"kind": "baselines", "task_path": str(task.path.resolve()), "device": "cuda", "seed": config.seed,
            "hidden_seed": secrets.randbelow(2**31 - 1), "reps": config.reps, "warmup": config.warmup,
            "compile_modes": list(config.compile_modes)}
     res = run_sandboxed(WORKER, job, timeout_s=max(config.timeout_s, 900), output_cap_bytes=config.output_cap_bytes)
     if not res.message or res.message.get("status") != "ok":
-        return {}
+        _FAILED[path] = f"torch.compile baselines for {task.name} not timed: {_baseline_failure(res)}"
+        raise BaselineError(_FAILED[path])
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps({"gpu": gpu, "torch": torch.__version__, "task": task.name,
                                 "compile_modes": list(config.compile_modes),

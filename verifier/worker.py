@@ -32,6 +32,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import tempfile
 import time
 import traceback
 
@@ -549,6 +550,9 @@ def _baselines(job: dict) -> dict:
 
     from verifier import timing
 
+    # NOTE: torch.compile's generated kernels are built in a cache of this job alone: the shared Triton
+    # cache is writable by candidates, and a baseline must not load a kernel that a candidate left there.
+    os.environ["TRITON_CACHE_DIR"] = os.path.join(tempfile.mkdtemp(prefix="baseline-"), "triton")
     task_mod = _load(job)
     torch.manual_seed(job["seed"])
     model = task_mod.Model(*task_mod.get_init_inputs()).to("cuda")

@@ -170,3 +170,17 @@ def test_child_runs_in_fresh_cgroups_where_writable(tmp_path):
     assert "kgen-" in lines["pids"]
     if "memory cgroup" in notes:
         assert "kgen-" in lines["memory"]
+
+
+def test_inductor_cache_is_the_sandboxs_own_whatever_the_parent_set(tmp_path, monkeypatch):
+    # torch sets TORCHINDUCTOR_CACHE_DIR in a parent that touched inductor; under the read-only file
+    # system a child that inherited it could not compile (torch.compile baselines failed that way)
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "parents-inductor-cache"))
+    res = run_sandboxed(child(tmp_path, '''
+        cache = os.environ["TORCHINDUCTOR_CACHE_DIR"]
+        os.makedirs(os.path.join(cache, "ab"))
+        open(os.path.join(cache, "ab", "kernel.py"), "w").write("x")
+        chan.send({"cache": cache, "cwd": os.getcwd()})'''), {}, timeout_s=30)
+    assert res.message is not None, res.stderr[-800:]
+    assert res.message["cache"].startswith(res.message["cwd"] + os.sep)
+    assert not (tmp_path / "parents-inductor-cache").exists()

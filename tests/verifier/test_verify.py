@@ -128,3 +128,28 @@ def test_cuda_candidates_run_on_gpu(name):
     result = run("softmax", CANDIDATES / "cuda" / f"{name}.py", VerifyConfig(device="cuda", baselines=False, reps=30))
     assert result.status == "ok", (result.reason, result.feedback[-600:])
     assert result.timing.median_ms > 0
+
+
+def test_failed_baselines_say_why_and_are_not_retried(tmp_path, monkeypatch):
+    # A real baselines job in the real sandbox, on a machine whose torch has no CUDA: it fails in the
+    # child, and the caller gets one line saying why instead of silently missing torch.compile numbers.
+    import torch
+
+    import verifier.verify as verify_mod
+
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a: "Test GPU")
+    monkeypatch.setattr(verify_mod, "_FAILED", {})
+    calls = []
+    real = verify_mod.run_sandboxed
+    monkeypatch.setattr(verify_mod, "run_sandboxed", lambda *a, **k: calls.append(1) or real(*a, **k))
+    task = load_task(ROOT / "tasks" / "softmax.py")
+    config = VerifyConfig(device="cuda", cache_dir=tmp_path, timeout_s=120)
+    with pytest.raises(verify_mod.BaselineError) as first:
+        verify_mod.cached_baselines(task, config)
+    message = str(first.value)
+    assert message.startswith("torch.compile baselines for softmax not timed: ")
+    assert "CUDA" in message and "\n" not in message
+    with pytest.raises(verify_mod.BaselineError, match="softmax not timed"):
+        verify_mod.cached_baselines(task, config)
+    assert len(calls) == 1
+    assert not list(tmp_path.rglob("*.json"))
