@@ -70,6 +70,7 @@ class Timing:
     p90_ms: float
     reps: int
     sync_ms: float | None = None    # wall time of one call with a device-wide sync, to check the events
+    host_ms: float | None = None    # median host time inside the events: the call's Python and launch cost
 
 
 @dataclass
@@ -95,6 +96,7 @@ class VerifyResult:
     stdout: str = ""                 # the candidate's own output, capped
     stderr: str = ""
     wall_s: float = 0.0              # from start to verdict
+    phases: dict[str, float] = field(default_factory=dict)  # seconds per stage, the sandbox's and the parent's too
 
     @property
     def passed(self) -> bool:

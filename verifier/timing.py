@@ -6,7 +6,11 @@ Method, per repetition: `refresh(rep)` writes fresh input values into the
 fixed input buffers (so a result cached by pointer, id or content cannot be
 replayed), the L2 cache is flushed by writing a buffer twice its size, the
 device is synchronised, then one call is bracketed by two CUDA events on the
-current stream. The median over repetitions is reported. A second pass times
+current stream. The median over repetitions is reported. The GPU is idle when
+the start event is recorded, so the host's own cost of the call (Python, the
+launcher) is inside the events, as it is for eager and torch.compile: a call
+whose host side is slower than its kernels is measured as slow. `host_ms` says
+how much of the time that was. A second pass times
 the same call with a device-wide synchronisation and a host clock: when that
 is much longer than the event time, work escaped the timed stream (a side
 stream or a thread) and the caller rejects the kernel.
@@ -57,7 +61,7 @@ def time_callable(fn, refresh=None, *, reps: int = 100, warmup: int = 10, sync_r
         fn()
     _synchronize()
 
-    times = []
+    times, host = [], []
     for rep in range(reps):
         if refresh:
             refresh(rep)
@@ -65,10 +69,13 @@ def time_callable(fn, refresh=None, *, reps: int = 100, warmup: int = 10, sync_r
         start, end = _Event(enable_timing=True), _Event(enable_timing=True)
         _synchronize()
         start.record()
+        h0 = _perf_counter()
         fn()
+        h1 = _perf_counter()
         end.record()
         end.synchronize()
         times.append(start.elapsed_time(end))
+        host.append((h1 - h0) * 1e3)
 
     sync_times = []
     for rep in range(sync_reps):
@@ -90,6 +97,7 @@ def time_callable(fn, refresh=None, *, reps: int = 100, warmup: int = 10, sync_r
         p90_ms=_percentile(ordered, 0.9),
         reps=reps,
         sync_ms=statistics.median(sync_times) if sync_times else None,
+        host_ms=statistics.median(host) if host else None,
     )
 
 

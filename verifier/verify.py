@@ -95,14 +95,22 @@ def verify(task: Task, source: str, config: VerifyConfig = VerifyConfig()) -> Ve
         "repeat_timing": config.repeat_timing,
     }
     cached, baseline_problem = None, ""
+    phases = {"static checks": time.perf_counter() - started}
     if device == "cuda" and config.time_it and config.baselines:
+        t0 = time.perf_counter()
         try:
             cached = cached_baselines(task, config)
         except BaselineError as exc:
             baseline_problem = str(exc)
+        phases["torch.compile baselines (cached after the first)"] = time.perf_counter() - t0
 
     res = run_sandboxed(WORKER, job, timeout_s=config.timeout_s, output_cap_bytes=config.output_cap_bytes)
     result = interpret(res, base, config)
+    child = {str(pair[0]): float(pair[1]) for pair in (res.message or {}).get("phases") or []
+             if isinstance(pair, list) and len(pair) == 2 and isinstance(pair[1], (int, float))}
+    phases.update(child)
+    phases["sandbox: process start, Python start-up, exit"] = max(0.0, res.wall_s - sum(child.values()))
+    result.phases = phases
     if device == "cpu":
         result.device = "cpu (Triton interpreter)" if backend == "triton" else "none (nvcc only)"
         if backend == "triton" and not task.has_small_inputs:
@@ -226,5 +234,6 @@ def cached_baselines(task: Task, config: VerifyConfig) -> dict[str, Timing]:
                                 "compile_modes": list(config.compile_modes),
                                 "torch_flags": res.message.get("torch_flags"),
                                 "baselines": res.message["baselines"],
+                                "phases": res.message.get("phases"),
                                 "measured": time.strftime("%Y-%m-%d %H:%M:%S")}, indent=2))
     return {k: Timing(**v) for k, v in res.message["baselines"].items()}

@@ -51,6 +51,7 @@ def main() -> None:
         message = {"status": "crashed", "reason": f"harness error: {type(exc).__name__}: {exc}",
                    "feedback": _tail(traceback.format_exc())}
     message = _last_word(message)
+    message["phases"] = [[name, secs] for name, secs in _PHASES.items()]   # pairs: the channel sorts keys
     sys.stdout.flush()
     sys.stderr.flush()
     chan.send(message)
@@ -88,6 +89,18 @@ class Verdict(Exception):
         self.status, self.reason, self.feedback = status, reason, feedback
 
 
+_PHASES: dict[str, float] = {}      # seconds per stage of this job, in order: where the wall time went
+_LAST_MARK = time.perf_counter()
+
+
+def _mark(phase: str) -> None:
+    """Close the current stage under this name."""
+    global _LAST_MARK
+    now = time.perf_counter()
+    _PHASES[phase] = _PHASES.get(phase, 0.0) + now - _LAST_MARK
+    _LAST_MARK = now
+
+
 def run_job(job: dict) -> dict:
     if job["device"] == "cpu":
         os.environ["TRITON_INTERPRET"] = "1"  # before triton is imported anywhere
@@ -101,6 +114,7 @@ def run_job(job: dict) -> dict:
     from verifier import integrity
 
     global _GUARD
+    _mark("start and import torch")
     result: dict = {"ran": False, "trials": 0, "aten_ops": [], "flags": []}
     try:
         if job["kind"] == "baselines":
@@ -261,6 +275,7 @@ def _verify(job: dict, guard, result: dict) -> None:
     device = job["device"]
     task_mod = _load(job)
     cand_mod = _import_candidate(job, guard)
+    _mark("import task and candidate")
 
     if job["device"] == "cpu" and job["backend"] in ("cupy", "load_inline"):
         from verifier import cuda_offline
@@ -291,6 +306,7 @@ def _verify(job: dict, guard, result: dict) -> None:
     ref_model.to(device)
     cand_model.to(device)
     _after_candidate(guard, "constructing ModelNew")
+    _mark("build models")
 
     gen = _input_fn(task_mod, device)
     atol, rtol = job.get("atol"), job.get("rtol")
@@ -361,10 +377,12 @@ def _verify(job: dict, guard, result: dict) -> None:
         if trial < job["trials"] - 1:
             del clones
 
+    _mark("correctness trials (first call compiles)")
     if device == "cuda" and job["time_it"]:
         _time_on_gpu(job, task_mod, gen, ref_model, cand_model, run_candidate, result)
     elif job["trials"] > 0:
         _recheck_in_place(job, gen, ref_model, clones, run_candidate)
+        _mark("hidden re-check")
 
 
 def _recheck_in_place(job, gen, ref_model, buffers, run_candidate) -> None:
@@ -468,6 +486,7 @@ def _time_on_gpu(job, task_mod, gen, ref_model, cand_model, run_candidate, resul
             _after_candidate(_GUARD, "being timed")
             raise _classify(exc, "in ModelNew.forward (while timed)") from None
         _after_candidate(_GUARD, "being timed")
+        _mark("time candidate")
 
         # A fast path after many calls must still be right: check the call after timing, on its own inputs.
         refresh(10**6)
@@ -486,6 +505,7 @@ def _time_on_gpu(job, task_mod, gen, ref_model, cand_model, run_candidate, resul
                 raise Verdict("mismatch", f"hidden re-check {h + 1}: {problem.reason}", problem.feedback)
         del out_c, out_r
 
+        _mark("re-checks after timing")
         escaped = timing.escaped_stream(t_cand)
         if escaped:
             raise Verdict("rejected", escaped)
@@ -494,14 +514,17 @@ def _time_on_gpu(job, task_mod, gen, ref_model, cand_model, run_candidate, resul
         if job.get("repeat_timing"):
             result["timing_repeat"] = timing.time_callable(cand_call, refresh, reps=job["reps"],
                                                            warmup=job["warmup"], flush=flush).__dict__
+            _mark("time candidate again")
         result["torch_flags"] = torch_defaults(torch)
         t_eager = timing.time_callable(lambda: ref_model(*buffers), refresh, reps=job["reps"],
                                        warmup=job["warmup"], flush=flush)
         result["baselines"] = {"eager": t_eager.__dict__}
         for mode in job.get("compile_modes") or []:
             result["baselines"].update(_time_compiled(ref_model, buffers, refresh, mode, job, flush))
+        _mark("time baselines")
 
     _physics(job, ref_model, buffers, t_cand, result)
+    _mark("roofline check")
     result["device"] = torch.cuda.get_device_name()
 
 
@@ -567,8 +590,10 @@ def _baselines(job: dict) -> dict:
         started = time.perf_counter()
         base = {"eager": timing.time_callable(lambda: model(*buffers), refresh, reps=job["reps"],
                                               warmup=job["warmup"], flush=flush).__dict__}
+        _mark("time eager")
         for mode in job.get("compile_modes") or []:
             base.update(_time_compiled(model, buffers, refresh, mode, job, flush))
+            _mark(f"compile and time {mode}")
     out["baselines"] = base
     out["wall_s"] = time.perf_counter() - started
     out["status"], out["reason"] = "ok", "baselines timed"

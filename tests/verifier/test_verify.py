@@ -153,3 +153,14 @@ def test_failed_baselines_say_why_and_are_not_retried(tmp_path, monkeypatch):
         verify_mod.cached_baselines(task, config)
     assert len(calls) == 1
     assert not list(tmp_path.rglob("*.json"))
+
+
+def test_verdict_says_where_the_time_went():
+    r = run("softmax", CANDIDATES / "good" / "softmax.py")
+    assert r.passed, r.reason
+    stages = list(r.phases)
+    assert stages.index("start and import torch") < stages.index("import task and candidate") \
+        < stages.index("correctness trials (first call compiles)") < stages.index("hidden re-check")
+    assert stages[-1] == "sandbox: process start, Python start-up, exit"
+    assert all(secs >= 0 for secs in r.phases.values())
+    assert abs(sum(r.phases.values()) - r.wall_s) < 0.5
