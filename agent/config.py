@@ -41,7 +41,7 @@ class OptimizeConfig:
     candidates: int = 1                 # --candidates: proposals per round
     max_iters: int = 10                 # --max-iters: rounds at most
     target: float = 1.0                 # --target: stop at this speedup over the faster of eager and torch.compile
-    sol: float | None = None            # --sol: also stop at this % of speed-of-light (roofline floor / time)
+    sol: float | None = None            # --sol: also stop at this % of speed-of-light (SOL time / kernel time)
     patience: int = 4                   # --patience: stop after this many rounds without a better kernel
     budget_usd: float | None = None     # --budget-usd: stop once the proposer has cost this much
     budget_tokens: int | None = None    # --budget-tokens: stop once this many tokens were used

@@ -110,7 +110,7 @@ class Row:
     kernel_path: str = ""               # the best kernel (optimize) or the file scored (verify-only)
     speedup_eager: float | None = None  # eager median / kernel median, when timed
     speedup_compile: float | None = None    # against the faster torch.compile mode, when timed
-    sol_pct: float | None = None        # roofline floor / kernel median, in percent
+    sol_pct: float | None = None        # speed-of-light time / kernel median, in percent
     median_ms: float | None = None      # the kernel's median time
     attempts: int = 0
     tokens: int = 0

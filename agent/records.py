@@ -120,7 +120,7 @@ class Run:
     best_attempt: int | None = None  # number of the best passing attempt
     best_speedup: float | None = None   # its speedup against the faster baseline, when timed
     best_ms: float | None = None    # its median time, when timed
-    best_sol_pct: float | None = None   # its % of the roofline floor, when timed
+    best_sol_pct: float | None = None   # its % of speed-of-light, when timed
     rounds: int = 0                 # rounds of the loop completed
     attempts: int = 0               # attempts stored
     prompt_tokens: int = 0

@@ -69,12 +69,14 @@ def render(result, kernel_path: str = "") -> str:
         lines += ["", result.feedback.rstrip(), ""]
     if result.timing:
         t = result.timing
-        lines.append(f"candidate: {t.median_ms:.4f} ms median of {t.reps} (p10 {t.p10_ms:.4f}, p90 {t.p90_ms:.4f})")
+        lines.append(f"candidate: {t.median_ms:.4f} ms median of {t.reps} (p10 {t.p10_ms:.4f}, p90 {t.p90_ms:.4f})"
+                     + (f"; host side of the call {t.host_ms:.4f} ms" if t.host_ms is not None else ""))
         for name, b in result.baselines.items():
             sp = result.speedups.get(name)
             lines.append(f"{name:>22}: {b.median_ms:.4f} ms  -> speedup {sp:.2f}x" if sp else f"{name:>22}: {b.median_ms:.4f} ms")
         if result.floor_ms:
-            lines.append(f"roofline floor: {result.floor_ms:.4f} ms ({100 * result.floor_ms / t.median_ms:.0f}% of speed-of-light)")
+            lines.append(f"roofline floor: {result.floor_ms:.4f} ms (no honest kernel is faster; "
+                         f"this one takes {t.median_ms / result.floor_ms:.1f}x that)")
     elif result.passed:
         lines.append("not timed: no GPU here (correctness checked under the Triton interpreter on the small inputs)")
     if result.trials:
@@ -83,4 +85,7 @@ def render(result, kernel_path: str = "") -> str:
         lines.append(f"note: {flag}")
     lines.append(f"isolation: {'; '.join(result.isolation) if result.isolation else 'n/a'}")
     lines.append(f"wall: {result.wall_s:.1f} s")
+    spent = [(name, secs) for name, secs in (result.phases or {}).items() if secs >= 0.05]
+    if spent:
+        lines.append("where the time went: " + ", ".join(f"{name} {secs:.1f} s" for name, secs in spent))
     return "\n".join(lines)
