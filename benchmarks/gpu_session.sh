@@ -2,8 +2,9 @@
 # GPU measurements behind benchmarks/*.md, on a machine with no package index.
 # Run from the repository root with the wheels in .whl/ (docs/offline-gpu.md):
 #   bash benchmarks/gpu_session.sh STAGE...
-# stages: baselines verifier profile gputests agent leaderboard (each well inside 10 minutes but
-# baselines: eager and both torch.compile modes for all 18 tasks, cached under results/baselines)
+# stages: baselines verifier timing profile gputests agent leaderboard, each inside one 10-minute call
+# except leaderboard (resumable: run it again to go on). baselines times eager and both torch.compile
+# modes for all 18 tasks (15-40 s a task on an H200) into the cache under results/baselines.
 # Full logs go to $OUT (default ./gpu-out); a short table is printed last.
 set -u
 OUT=${OUT:-$PWD/gpu-out}; mkdir -p "$OUT"
@@ -18,6 +19,8 @@ case $stage in
 verifier)
   python3 benchmarks/verifier_gpu.py --tasks softmax,layernorm,rmsnorm,cross_entropy,pointwise_chain,swiglu \
     --out "$OUT/verifier.json" 2>&1 | tee "$OUT/verifier.log" | tail -30 ;;
+timing)
+  python3 benchmarks/timing_gpu.py --out "$OUT/timing.json" 2>&1 | tee "$OUT/timing.log" | tail -12 ;;
 profile)
   # One log for all pairs (the device returns at most 8 files): each diagnosis, its JSON, and the
   # wall time of `kgen profile` against plain `kgen verify` (baselines cached) for the same pair.
@@ -48,7 +51,11 @@ from verifier.task import load_task
 from verifier.verify import cached_baselines
 for path in sorted(Path("tasks").glob("*.py")):
     t0 = time.perf_counter()
-    base = cached_baselines(load_task(path), VerifyConfig(device="cuda"))
+    try:
+        base = cached_baselines(load_task(path), VerifyConfig(device="cuda"))
+    except Exception as exc:      # BaselineError says why; the next task still runs
+        print(path.stem, f"{time.perf_counter() - t0:.0f}s FAILED", exc, flush=True)
+        continue
     print(path.stem, f"{time.perf_counter() - t0:.0f}s", {k: round(v.median_ms, 4) for k, v in base.items()}, flush=True)
 P
   tail -20 "$OUT/baselines.log" ;;

@@ -47,6 +47,13 @@ def main() -> None:
     only = set(args.tasks.split(",")) if args.tasks else None
     config = VerifyConfig(device="cuda", repeat_timing=True, reps=args.reps, timeout_s=900)
     rows, records = [], []
+    ncu_cmp: dict = {}
+    speed: dict = {}
+
+    def save() -> None:     # after every step, so a run cut short still leaves its numbers
+        Path(args.out).write_text(json.dumps({"records": records, "ncu_vs_events": ncu_cmp, "speed": speed},
+                                             indent=2, default=str))
+
     for task_name, path in cases(only):
         task = load_task(ROOT / "tasks" / f"{task_name}.py")
         t0 = time.perf_counter()
@@ -61,9 +68,9 @@ def main() -> None:
                      r.baselines.get("eager"), r.baselines.get("compile"), r.baselines.get("compile-max-autotune"),
                      r.speedups, r.floor_ms, r.reason if not r.passed else ""))
         print(f"{task_name:16s} {path.name:24s} {r.status:10s} {med} {rep} {r.speedups} wall {wall:.1f}s", flush=True)
+        save()
 
     # Events vs ncu for a single-kernel candidate.
-    ncu_cmp = {}
     try:
         from profiler.ncu import profile_candidate
 
@@ -76,9 +83,10 @@ def main() -> None:
                    "kernels": [k.name for k in diag.kernels], "source": diag.source, "notes": diag.notes}
     except Exception as exc:  # the table says what failed
         ncu_cmp = {"error": f"{type(exc).__name__}: {exc}"}
+    save()
+    print("ncu vs events:", json.dumps(ncu_cmp, default=str), flush=True)
 
     # Harness speed: kgen verify wall time (baselines cached by now) and where it goes.
-    speed = {}
     t0 = time.perf_counter()
     subprocess.run([sys.executable, "-c", "import torch, triton; torch.zeros(1, device='cuda')"], check=True)
     speed["import_torch_triton_cuda_init_s"] = time.perf_counter() - t0
@@ -106,8 +114,7 @@ def main() -> None:
     speed["batch_s"] = time.perf_counter() - t0
     speed["candidates_per_minute"] = 60 * len(batch) / speed["batch_s"]
 
-    Path(args.out).write_text(json.dumps({"records": records, "ncu_vs_events": ncu_cmp, "speed": speed}, indent=2,
-                                         default=str))
+    save()
 
     def ms(t):
         return f"{t.median_ms:.4f}" if t else "-"
