@@ -2,9 +2,10 @@
 # GPU measurements behind benchmarks/*.md, on a machine with no package index.
 # Run from the repository root with the wheels in .whl/ (docs/offline-gpu.md):
 #   bash benchmarks/gpu_session.sh STAGE...
-# stages: baselines verifier timing profile gputests agent leaderboard, each inside one 10-minute call
-# except leaderboard (resumable: run it again to go on). baselines times eager and both torch.compile
-# modes for all 18 tasks (15-40 s a task on an H200) into the cache under results/baselines.
+# stages: baselines verifier timing profile gputests agent leaderboard handwritten, each inside one
+# 10-minute call except leaderboard: it is resumable (run the stage again, results/ carried back, and
+# finished tasks are skipped; LB_ITERS rounds a task, default 3). baselines times eager and both
+# torch.compile modes for all 18 tasks (15-40 s a task on an H200) into the cache under results/baselines.
 # Full logs go to $OUT (default ./gpu-out); a short table is printed last.
 set -u
 OUT=${OUT:-$PWD/gpu-out}; mkdir -p "$OUT"
@@ -60,17 +61,22 @@ for path in sorted(Path("tasks").glob("*.py")):
 P
   tail -20 "$OUT/baselines.log" ;;
 leaderboard)
-  python3 -m agent leaderboard tasks --proposer heuristic --max-iters 3 --keep-going --name h200-heuristic \
-    > "$OUT/leaderboard.log" 2>&1
+  # Resumable: run the stage again (with results/ carried back) and finished tasks are skipped.
+  python3 -m agent leaderboard tasks --proposer heuristic --max-iters "${LB_ITERS:-3}" --keep-going \
+    --name h200-heuristic >> "$OUT/leaderboard.log" 2>&1
   cp results/leaderboards/h200-heuristic/leaderboard.md "$OUT/leaderboard_heuristic.md"
   python3 benchmarks/heuristic_report.py results > "$OUT/heuristic_table.md" 2>&1
+  tail -30 "$OUT/heuristic_table.md" ;;
+handwritten)
   python3 -m agent leaderboard tasks --verify-only tests/verifier/candidates/good --name h200-handwritten \
     >> "$OUT/leaderboard.log" 2>&1
   cp results/leaderboards/h200-handwritten/leaderboard.md "$OUT/leaderboard_handwritten.md"
-  tail -30 "$OUT/heuristic_table.md" ;;
+  tail -30 "$OUT/leaderboard_handwritten.md" ;;
 gputests)
   python3 -m pytest -m gpu -q -p no:cacheprovider -o addopts="" 2>&1 | tee "$OUT/pytest_gpu.log" | tail -25 ;;
 agent)
   bash benchmarks/agent_gpu.sh "$OUT" 2>&1 | tee "$OUT/agent.log" | tail -60 ;;
 esac
 done
+# results/ (baseline cache, runs, leaderboards) comes back too: unpack it here and carry it into the next call.
+tar czf "$OUT/results.tgz" results 2>/dev/null

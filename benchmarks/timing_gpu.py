@@ -11,6 +11,8 @@ sandbox), the same call timed four ways:
   one the verifier's launch counter opens during the correctness trials;
 - busy GPU: a spin kernel keeps the GPU busy while the host issues the call,
   so the events hold the device's time alone;
+- graph: the call captured once in a CUDA graph and replayed on an idle GPU
+  (the host's part shrinks to one graph launch);
 - do_bench: `triton.testing.do_bench`, median.
 
 and the host's time to issue one call while the GPU is busy. If "harness"
@@ -29,6 +31,7 @@ import time
 from pathlib import Path
 
 import torch
+import triton.testing
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -57,6 +60,34 @@ def busy_gpu_ms(fn, reps: int, flush: torch.Tensor, spin_cycles: int) -> tuple[f
     return statistics.median(times), statistics.median(host)
 
 
+def graph_ms(fn, reps: int, flush: torch.Tensor) -> float | None:
+    """Median event time of replaying fn captured in a CUDA graph, L2 flushed and the GPU idle before each."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(3):
+            fn()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    try:
+        with torch.cuda.graph(graph):
+            fn()
+    except RuntimeError as exc:
+        print(f"graph capture failed: {exc}", flush=True)
+        return None
+    times = []
+    for _ in range(reps):
+        flush.zero_()
+        torch.cuda.synchronize()
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        graph.replay()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end))
+    return statistics.median(times)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default="timing_gpu.json")
@@ -81,11 +112,10 @@ def main() -> None:
                 fn = lambda: model(*xs)  # noqa: E731
                 harness = timing.time_callable(fn, reps=args.reps, warmup=10, flush=flush)
                 busy, host = busy_gpu_ms(fn, args.reps, flush, spin_cycles=20_000_000)
-                import triton.testing
-
                 bench = triton.testing.do_bench(fn, return_mode="median")
+                replay = graph_ms(fn, args.reps, flush)
                 row = {"task": name, "what": label, "harness_ms": harness.median_ms, "harness_host_ms": harness.host_ms,
-                       "busy_gpu_ms": busy, "host_issue_ms": host, "do_bench_ms": bench}
+                       "busy_gpu_ms": busy, "host_issue_ms": host, "graph_ms": replay, "do_bench_ms": bench}
                 rows.append(row)
                 print(json.dumps(row), flush=True)
     # Once a profiler session has run in this process, as in the verifier's correctness trials:
@@ -98,12 +128,12 @@ def main() -> None:
     rows.append({"task": name, "what": "candidate after a profiler session", "harness_ms": after.median_ms,
                  "harness_host_ms": after.host_ms})
     Path(args.out).write_text(json.dumps(rows, indent=2))
-    print("\n| task | what | harness ms | host in harness ms | busy-GPU ms | host issue ms | do_bench ms |")
-    print("|---|---|---|---|---|---|---|")
+    print("\n| task | what | harness ms | host in harness ms | busy-GPU ms | host issue ms | graph ms | do_bench ms |")
+    print("|---|---|---|---|---|---|---|---|")
     for r in rows:
         f = lambda k: f"{r[k]:.4f}" if r.get(k) is not None else "-"  # noqa: E731
         print(f"| {r['task']} | {r['what']} | {f('harness_ms')} | {f('harness_host_ms')} | {f('busy_gpu_ms')} | "
-              f"{f('host_issue_ms')} | {f('do_bench_ms')} |")
+              f"{f('host_issue_ms')} | {f('graph_ms')} | {f('do_bench_ms')} |")
 
 
 if __name__ == "__main__":
