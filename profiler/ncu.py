@@ -29,6 +29,7 @@ import re
 import shutil
 import sys
 import tempfile
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -378,7 +379,10 @@ def profile_candidate(task, source: str, *, timeout_s: float = 300.0, ncu: str |
                                                     "no hardware counters"])
         job_path = write_job(workdir, task, source, mode="ncu", count_work=True, seed=seed)
         raw_log = workdir / "raw.csv"
+        passes = {}
+        t0 = time.perf_counter()
         run, child = run_child(ncu_argv(ncu_path, "raw", raw_log, job_path), job_path, workdir, timeout_s)
+        passes["ncu raw metrics"] = time.perf_counter() - t0
         raw_text = (raw_log.read_text(errors="replace") if raw_log.exists() else "") + "\n" + run.stdout
         problem = ncu_problem(raw_text + "\n" + run.stderr)
         if problem:
@@ -395,13 +399,15 @@ def profile_candidate(task, source: str, *, timeout_s: float = 300.0, ncu: str |
                 tail = (run.stderr or run.stdout or raw_text).strip().splitlines()[-3:]
                 notes.append("ncu profiled no kernel in the NVTX range 'kgen' (does forward launch a kernel?)"
                              + (": " + " | ".join(tail) if tail else ""))
-            return Diagnosis(bound="unknown", source="ncu", notes=notes)
+            return Diagnosis(bound="unknown", source="ncu", notes=notes, passes_s=passes)
         kernel_details = []
         if details:
             job_path = write_job(workdir, task, source, mode="ncu", count_work=False, seed=seed)
             details_log = workdir / "details.csv"
+            t0 = time.perf_counter()
             drun, dchild = run_child(ncu_argv(ncu_path, "details", details_log, job_path), job_path, workdir,
                                      timeout_s)
+            passes["ncu section details"] = time.perf_counter() - t0
             details_text = (details_log.read_text(errors="replace") if details_log.exists() else "") + "\n" + drun.stdout
             kernel_details = parse_details_csv(details_text)
             if not kernel_details:
@@ -414,6 +420,7 @@ def profile_candidate(task, source: str, *, timeout_s: float = 300.0, ncu: str |
             notes.append(peaks_note(child["device"], peaks_override))
         diagnosis = diagnose_mod.diagnose(kernels, kernel_details, roof)
         diagnosis.notes.extend(notes)
+        diagnosis.passes_s = passes
         return diagnosis
 
 

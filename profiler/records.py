@@ -146,6 +146,7 @@ class Diagnosis:
     kernels: list[KernelMetrics] = field(default_factory=list)   # every launch, by time share
     roofline: Roofline | None = None
     notes: list[str] = field(default_factory=list)      # what was missing, and why
+    passes_s: dict[str, float] = field(default_factory=dict)   # wall seconds of each profiling pass
 
     def to_dict(self, *, raw: bool = False) -> dict[str, Any]:
         """The JSON form; each kernel's raw counter dump only when `raw`."""
