@@ -5,7 +5,8 @@
 For each known-good candidate (Triton, CuPy and load_inline): `verify()` on the
 task's real inputs with eager and both torch.compile modes, the candidate timed
 twice in the same run. Then: the event median against ncu's
-gpu__time_duration for one single-kernel candidate, the wall time of
+gpu__time_duration for one single-kernel candidate (and the same candidate
+timed from CUDA-graph replays, `timing="graph"`), the wall time of
 `kgen verify` from start to verdict, where that time goes, and candidates
 verified per minute once the baselines are cached. Prints a markdown table last.
 """
@@ -79,10 +80,17 @@ def main() -> None:
         diag = profile_candidate(task, src, timeout_s=300)
         ev = next(x for x in records if x["task"] == "softmax" and x["backend"] == "triton")
         ncu_us = sum(k.duration_us or 0 for k in diag.kernels)
-        ncu_cmp = {"event_median_ms": ev["timing"]["median_ms"], "ncu_ms": ncu_us / 1e3,
-                   "kernels": [k.name for k in diag.kernels], "source": diag.source, "notes": diag.notes}
+        ncu_cmp = {"event_median_ms": ev["timing"]["median_ms"], "event_host_ms": ev["timing"].get("host_ms"),
+                   "ncu_ms": ncu_us / 1e3, "kernels": [k.name for k in diag.kernels], "source": diag.source,
+                   "notes": diag.notes, "ncu_passes_s": diag.passes_s}
     except Exception as exc:  # the table says what failed
         ncu_cmp = {"error": f"{type(exc).__name__}: {exc}"}
+    # The same candidate timed from CUDA-graph replays (the device's time, one launch of host cost).
+    g = verify(load_task(ROOT / "tasks" / "softmax.py"), (GOOD / "softmax.py").read_text(),
+               VerifyConfig(device="cuda", timing="graph", baselines=False, reps=args.reps))
+    ncu_cmp.update(graph_status=g.status, graph_reason=g.reason, graph_median_ms=g.timing and g.timing.median_ms,
+                   graph_method=g.timing and g.timing.method, graph_flags=g.flags,
+                   graph_eager_ms=g.baselines.get("eager") and g.baselines["eager"].median_ms)
     save()
     print("ncu vs events:", json.dumps(ncu_cmp, default=str), flush=True)
 

@@ -57,6 +57,7 @@ class VerifyConfig:
     cache_dir: Path = Path("results/baselines")  # baseline cache, per (GPU, task, shapes)
     peaks_override: str | None = None  # path to a JSON table overriding the GPU peak rates
     repeat_timing: bool = False     # time the candidate a second time in the same run (a stability check)
+    timing: str = "events"          # "events", or "graph": candidate and baselines replayed from CUDA graphs
 
 
 @dataclass
@@ -71,6 +72,7 @@ class Timing:
     reps: int
     sync_ms: float | None = None    # wall time of one call with a device-wide sync, to check the events
     host_ms: float | None = None    # median host time inside the events: the call's Python and launch cost
+    method: str = "events"          # "events": each call timed as issued; "graph": replays of a CUDA graph
 
 
 @dataclass

@@ -13,15 +13,29 @@ whose host side is slower than its kernels is measured as slow. `host_ms` says
 how much of the time that was. A second pass times
 the same call with a device-wide synchronisation and a host clock: when that
 is much longer than the event time, work escaped the timed stream (a side
-stream or a thread) and the caller rejects the kernel.
+stream or a thread) and the caller rejects the kernel. With `check`, the
+outputs of SPOT_CHECKS timed calls, drawn at random and known to nobody
+before they run, are handed to check(output) after their events: a kernel
+that is right only on the calls it expects to be checked is caught.
 
-NOTE: the event class, synchronize and the host clock are bound when this
-module is imported, before any candidate code runs, so a candidate that
-patches torch.cuda.Event or time.perf_counter does not change what is used here.
+With `method="graph"` (`time_call`), the call is captured once in a CUDA
+graph and the graph is replayed instead: the host's part of each timed call
+shrinks to one graph launch, so the events hold the device's time. Capture
+refuses what would escape the events (work on a stream not joined back, a host
+synchronisation, a copy from pageable memory); such a call is timed with plain
+events instead, and the note says so. A replay runs only the kernels recorded
+at capture, so the caller must check the replayed output (`Captured.output`)
+against the reference on fresh inputs.
+
+NOTE: the event class, synchronize, the graph classes and the host clock are
+bound when this module is imported, before any candidate code runs, so a
+candidate that patches torch.cuda.Event or time.perf_counter does not change
+what is used here.
 """
 
 from __future__ import annotations
 
+import random
 import statistics
 import time
 
@@ -32,6 +46,16 @@ from verifier.records import Timing
 _Event = torch.cuda.Event
 _synchronize = torch.cuda.synchronize
 _perf_counter = time.perf_counter
+_Graph = torch.cuda.CUDAGraph
+_graph_capture = torch.cuda.graph
+_Stream = torch.cuda.Stream
+_current_stream = torch.cuda.current_stream
+_use_stream = torch.cuda.stream
+
+METHODS = ("events", "graph")
+
+SPOT_CHECKS = 3    # timed calls whose output is checked afterwards, outside the events
+_draw = random.SystemRandom()
 
 # A sync-timed call may exceed the event time by launch latency; beyond this, work escaped the events.
 SYNC_SLACK_MS = 0.05
@@ -52,15 +76,82 @@ def _percentile(sorted_values: list[float], q: float) -> float:
 
 
 def time_callable(fn, refresh=None, *, reps: int = 100, warmup: int = 10, sync_reps: int = 20,
-                  flush: torch.Tensor | None = None) -> Timing:
-    """Median time of fn() in ms, each call on fresh inputs and a cold L2."""
+                  flush: torch.Tensor | None = None, check=None) -> Timing:
+    """Median time of fn() in ms, each call on fresh inputs and a cold L2; check(output) on spot checks."""
     flush = l2_flush_buffer() if flush is None else flush
     for i in range(warmup):
         if refresh:
             refresh(-1 - i)
         fn()
     _synchronize()
+    return _timed(fn, refresh, reps, sync_reps, flush, check)
 
+
+class Captured:
+    """A call captured in a CUDA graph: `replay()` reruns its kernels; `output` is what they write."""
+
+    def __init__(self, graph, output):
+        self.graph, self.output = graph, output
+
+    def replay(self) -> None:
+        self.graph.replay()
+
+
+def capture(fn, warmup: int = 3) -> Captured:
+    """Capture fn() in a CUDA graph, after warm-up calls on a side stream (as capture requires).
+
+    Raises what the capture raised when fn cannot be captured."""
+    side = _Stream()
+    side.wait_stream(_current_stream())
+    with _use_stream(side):
+        for _ in range(warmup):
+            fn()
+    _current_stream().wait_stream(side)
+    _synchronize()
+    graph = _Graph()
+    with _graph_capture(graph):
+        output = fn()
+    _synchronize()
+    return Captured(graph, output)
+
+
+def time_call(fn, refresh=None, *, method: str = "events", reps: int = 100, warmup: int = 10,
+              sync_reps: int = 20, flush: torch.Tensor | None = None,
+              check=None) -> tuple[Timing, Captured | None, str]:
+    """Time fn() by `method`; (timing, the captured graph or None, a note when the method fell back).
+
+    check(output), when given, runs after SPOT_CHECKS timed calls drawn at random (for a graph, on
+    the output its replay wrote); whatever it raises ends the timing."""
+    if method not in METHODS:
+        raise ValueError(f"unknown timing method {method!r}; expected one of {', '.join(METHODS)}")
+    flush = l2_flush_buffer() if flush is None else flush
+    if method == "events":
+        return (time_callable(fn, refresh, reps=reps, warmup=warmup, sync_reps=sync_reps, flush=flush,
+                              check=check), None, "")
+    try:
+        captured = capture(fn)
+    except Exception as exc:  # noqa: BLE001 - any capture failure means: time it the plain way
+        _synchronize()
+        first = (str(exc).strip().splitlines() or [""])[0][:160]
+        note = (f"not capturable in a CUDA graph ({type(exc).__name__}: {first}): timed with plain events, "
+                f"the host's cost of the call included")
+        return (time_callable(fn, refresh, reps=reps, warmup=warmup, sync_reps=sync_reps, flush=flush,
+                              check=check), None, note)
+    for i in range(warmup):
+        if refresh:
+            refresh(-1 - i)
+        captured.replay()
+    _synchronize()
+    t = _timed(captured.replay, refresh, reps, sync_reps, flush, check, output=lambda: captured.output)
+    t.method = "graph"
+    return t, captured, ""
+
+
+def _timed(fn, refresh, reps: int, sync_reps: int, flush: torch.Tensor, check=None, output=None) -> Timing:
+    """The timed loop after warm-up: events around each call, then the device-wide synchronised pass.
+
+    output() gives a call's output where fn() does not return it (a graph replay)."""
+    spot = set(_draw.sample(range(reps), min(SPOT_CHECKS, reps))) if check else set()
     times, host = [], []
     for rep in range(reps):
         if refresh:
@@ -70,12 +161,16 @@ def time_callable(fn, refresh=None, *, reps: int = 100, warmup: int = 10, sync_r
         _synchronize()
         start.record()
         h0 = _perf_counter()
-        fn()
+        out = fn()
         h1 = _perf_counter()
         end.record()
         end.synchronize()
         times.append(start.elapsed_time(end))
         host.append((h1 - h0) * 1e3)
+        if rep in spot:
+            _synchronize()
+            check(output() if output else out)
+        del out
 
     sync_times = []
     for rep in range(sync_reps):

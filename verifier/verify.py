@@ -93,6 +93,7 @@ def verify(task: Task, source: str, config: VerifyConfig = VerifyConfig()) -> Ve
         "compile_modes": [],
         "peaks_override": config.peaks_override,
         "repeat_timing": config.repeat_timing,
+        "timing": config.timing,
     }
     cached, baseline_problem = None, ""
     phases = {"static checks": time.perf_counter() - started}
@@ -178,11 +179,12 @@ def _tail(text: str, limit: int = 2000) -> str:
 # baseline cache
 
 
-def baseline_key(task: Task, gpu: str) -> str:
+def baseline_key(task: Task, gpu: str, method: str = "events") -> str:
     import torch
 
     text = f"{gpu}|{torch.__version__}|{task.source}"
-    return f"{task.name}-{hashlib.sha256(text.encode()).hexdigest()[:12]}"
+    name = task.name if method == "events" else f"{task.name}-{method}"   # events keys predate the method
+    return f"{name}-{hashlib.sha256(text.encode()).hexdigest()[:12]}"
 
 
 class BaselineError(RuntimeError):
@@ -215,7 +217,7 @@ def cached_baselines(task: Task, config: VerifyConfig) -> dict[str, Timing]:
     import torch
 
     gpu = torch.cuda.get_device_name()
-    path = Path(config.cache_dir) / gpu.replace(" ", "_") / f"{baseline_key(task, gpu)}.json"
+    path = Path(config.cache_dir) / gpu.replace(" ", "_") / f"{baseline_key(task, gpu, config.timing)}.json"
     if path.exists():
         data = json.loads(path.read_text())
         if set(data.get("compile_modes", [])) >= set(config.compile_modes):
@@ -224,6 +226,7 @@ def cached_baselines(task: Task, config: VerifyConfig) -> dict[str, Timing]:
         raise BaselineError(_FAILED[path])
     job = {"kind": "baselines", "task_path": str(task.path.resolve()), "device": "cuda", "seed": config.seed,
            "hidden_seed": secrets.randbelow(2**31 - 1), "reps": config.reps, "warmup": config.warmup,
+           "timing": config.timing,
            "compile_modes": list(config.compile_modes)}
     res = run_sandboxed(WORKER, job, timeout_s=max(config.timeout_s, 900), output_cap_bytes=config.output_cap_bytes)
     if not res.message or res.message.get("status") != "ok":

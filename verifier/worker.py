@@ -478,15 +478,46 @@ def _time_on_gpu(job, task_mod, gen, ref_model, cand_model, run_candidate, resul
 
     refresh = _refresher(gen, buffers, hidden)
     flush = timing.l2_flush_buffer()
+    method = job.get("timing", "events")
+
+    def timed(call, who: str, check=None):
+        t, captured, note = timing.time_call(call, refresh, method=method, reps=job["reps"], warmup=job["warmup"],
+                                             flush=flush, check=check)
+        if note:
+            result["flags"].append(f"{who}: {note}")
+        return t, captured
+
+    def spot_check(out) -> None:
+        """A timed call's output, drawn at random: right on the inputs it was given, or a mismatch."""
+        exact_reference(torch)
+        problem = compare_outputs(out, ref_model(*buffers), atol, rtol)
+        if problem:
+            raise Verdict("mismatch", f"a timed call's output is wrong (timed calls are checked at random): "
+                                      f"{problem.reason}", problem.feedback)
+
     with torch.no_grad():
         cand_call = lambda: cand_model(*buffers)  # noqa: E731
         try:
-            t_cand = timing.time_callable(cand_call, refresh, reps=job["reps"], warmup=job["warmup"], flush=flush)
+            t_cand, captured = timed(cand_call, "candidate", spot_check)
+        except Verdict:
+            _after_candidate(_GUARD, "being timed")
+            raise
         except BaseException as exc:  # noqa: BLE001 - the candidate ran unchecked in the loop; its fault is data
             _after_candidate(_GUARD, "being timed")
             raise _classify(exc, "in ModelNew.forward (while timed)") from None
         _after_candidate(_GUARD, "being timed")
         _mark("time candidate")
+        if captured is not None:
+            # The replays ran only the kernels recorded at capture: on fresh inputs they must still be right.
+            refresh(10**6 + 1)
+            captured.replay()
+            torch.cuda.synchronize()
+            exact_reference(torch)
+            problem = compare_outputs(captured.output, ref_model(*buffers), atol, rtol)
+            if problem:
+                raise Verdict("mismatch", f"replayed from its CUDA graph on fresh inputs, the output is wrong: "
+                                          f"{problem.reason}", problem.feedback)
+            del captured
 
         # A fast path after many calls must still be right: check the call after timing, on its own inputs.
         refresh(10**6)
@@ -512,12 +543,10 @@ def _time_on_gpu(job, task_mod, gen, ref_model, cand_model, run_candidate, resul
 
         result["timing"] = t_cand.__dict__
         if job.get("repeat_timing"):
-            result["timing_repeat"] = timing.time_callable(cand_call, refresh, reps=job["reps"],
-                                                           warmup=job["warmup"], flush=flush).__dict__
+            result["timing_repeat"] = timed(cand_call, "candidate, timed again", spot_check)[0].__dict__
             _mark("time candidate again")
         result["torch_flags"] = torch_defaults(torch)
-        t_eager = timing.time_callable(lambda: ref_model(*buffers), refresh, reps=job["reps"],
-                                       warmup=job["warmup"], flush=flush)
+        t_eager, _ = timed(lambda: ref_model(*buffers), "eager")
         result["baselines"] = {"eager": t_eager.__dict__}
         for mode in job.get("compile_modes") or []:
             result["baselines"].update(_time_compiled(ref_model, buffers, refresh, mode, job, flush))
@@ -535,8 +564,8 @@ def _time_compiled(ref_model, buffers, refresh, mode: str, job, flush) -> dict:
 
     key = "compile" if mode == "default" else f"compile-{mode.replace('-no-cudagraphs', '')}"
     compiled = torch.compile(ref_model, mode=None if mode == "default" else mode)
-    t = timing.time_callable(lambda: compiled(*buffers), refresh, reps=job["reps"], warmup=job["warmup"],
-                             flush=flush)
+    t, _, _ = timing.time_call(lambda: compiled(*buffers), refresh, method=job.get("timing", "events"),
+                               reps=job["reps"], warmup=job["warmup"], flush=flush)
     return {key: t.__dict__}
 
 
@@ -588,8 +617,9 @@ def _baselines(job: dict) -> dict:
     out = {"torch_flags": flags, "device": torch.cuda.get_device_name(), "ran": True}
     with torch.no_grad():
         started = time.perf_counter()
-        base = {"eager": timing.time_callable(lambda: model(*buffers), refresh, reps=job["reps"],
-                                              warmup=job["warmup"], flush=flush).__dict__}
+        t, _, _ = timing.time_call(lambda: model(*buffers), refresh, method=job.get("timing", "events"),
+                                   reps=job["reps"], warmup=job["warmup"], flush=flush)
+        base = {"eager": t.__dict__}
         _mark("time eager")
         for mode in job.get("compile_modes") or []:
             base.update(_time_compiled(model, buffers, refresh, mode, job, flush))

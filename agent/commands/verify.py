@@ -1,4 +1,4 @@
-"""`kgen verify TASK KERNEL [--json] [--device cpu|cuda]`: the verdict on one kernel.
+"""`kgen verify TASK KERNEL [--json] [--device cpu|cuda] [--timing events|graph]`: the verdict on one kernel.
 
 Prints the status, the reason, the feedback and (on a GPU) timings and
 speedups; `--json` prints the VerifyResult instead. Exit code 0 only when the
@@ -24,6 +24,9 @@ def register(sub) -> None:
     p.add_argument("--timeout", type=float, default=180.0, help="wall-clock limit in seconds (default 180)")
     p.add_argument("--no-baselines", action="store_true", help="skip the torch.compile baselines")
     p.add_argument("--reps", type=int, default=100, help="timed repetitions (default 100)")
+    p.add_argument("--timing", choices=["events", "graph"], default="events",
+                   help="events: each call timed as issued, the host's cost included (default); graph: "
+                        "candidate and baselines captured in CUDA graphs and replayed, the device's time")
     p.set_defaults(func=run)
 
 
@@ -49,7 +52,7 @@ def run(args) -> int:
     task = load_task(args.task)
     source = read_candidate(args.kernel)
     config = VerifyConfig(device=args.device, trials=args.trials, timeout_s=args.timeout,
-                          baselines=not args.no_baselines, reps=args.reps)
+                          baselines=not args.no_baselines, reps=args.reps, timing=args.timing)
     try:
         result = verify(task, source, config)
     except RuntimeError as exc:  # e.g. --device cuda without a GPU
@@ -69,7 +72,8 @@ def render(result, kernel_path: str = "") -> str:
         lines += ["", result.feedback.rstrip(), ""]
     if result.timing:
         t = result.timing
-        lines.append(f"candidate: {t.median_ms:.4f} ms median of {t.reps} (p10 {t.p10_ms:.4f}, p90 {t.p90_ms:.4f})"
+        how = " (CUDA graph replays)" if t.method == "graph" else ""
+        lines.append(f"candidate: {t.median_ms:.4f} ms median of {t.reps}{how} (p10 {t.p10_ms:.4f}, p90 {t.p90_ms:.4f})"
                      + (f"; host side of the call {t.host_ms:.4f} ms" if t.host_ms is not None else ""))
         for name, b in result.baselines.items():
             sp = result.speedups.get(name)

@@ -1,7 +1,8 @@
-"""The timing loop's bookkeeping, with the host clock standing in for CUDA events (no GPU here)."""
+"""The timing loops' bookkeeping, with the host clock standing in for CUDA events and graphs (no GPU here)."""
 
 import time
 
+import pytest
 import torch
 
 from verifier import timing
@@ -56,3 +57,127 @@ def test_work_outside_the_events_is_caught(monkeypatch):
     t = timing.time_callable(lambda: calls.append(1), reps=5, warmup=1, sync_reps=3, flush=torch.empty(8))
     assert t.median_ms < 1 and t.sync_ms >= 20
     assert "work ran outside the timed stream" in timing.escaped_stream(t)
+
+
+class FakeStream:
+    def wait_stream(self, other):
+        pass
+
+
+class FakeGraph:
+    def __init__(self):
+        self.replays = 0
+
+    def replay(self):
+        self.replays += 1
+
+
+class Capturing:
+    """torch.cuda.graph stand-in: while it is open, calls are being recorded, not run."""
+
+    active = False
+
+    def __init__(self, graph, fail: Exception | None = None):
+        self.graph, self.fail = graph, fail
+
+    def __enter__(self):
+        Capturing.active = True
+        return self
+
+    def __exit__(self, *exc):
+        Capturing.active = False
+        if self.fail is not None:
+            raise self.fail
+        return False
+
+
+def _fake_cuda(monkeypatch, fail: Exception | None = None):
+    import contextlib
+
+    monkeypatch.setattr(timing, "_Event", HostClockEvent)
+    monkeypatch.setattr(timing, "_synchronize", lambda: None)
+    monkeypatch.setattr(timing, "_Stream", FakeStream)
+    monkeypatch.setattr(timing, "_current_stream", FakeStream)
+    monkeypatch.setattr(timing, "_use_stream", lambda s: contextlib.nullcontext())
+    graphs = []
+    monkeypatch.setattr(timing, "_Graph", lambda: graphs.append(FakeGraph()) or graphs[-1])
+    monkeypatch.setattr(timing, "_graph_capture", lambda g: Capturing(g, fail))
+    return graphs
+
+
+def test_graph_timing_captures_once_and_replays_on_fresh_inputs(monkeypatch):
+    graphs = _fake_cuda(monkeypatch)
+    calls, refreshed = [], []
+
+    def fn():
+        calls.append("captured" if Capturing.active else "run")
+        return "static output"
+
+    t, captured, note = timing.time_call(fn, refreshed.append, method="graph", reps=7, warmup=2, sync_reps=3,
+                                         flush=torch.empty(8))
+    assert note == "" and t.method == "graph" and t.reps == 7
+    assert calls == ["run", "run", "run", "captured"]       # warm-up on a side stream, then one capture
+    assert len(graphs) == 1 and graphs[0].replays == 2 + 7 + 3
+    assert refreshed == [-1, -2] + list(range(7)) + [7, 8, 9]
+    assert captured.output == "static output"
+    captured.replay()
+    assert graphs[0].replays == 13
+
+
+def test_a_call_that_cannot_be_captured_is_timed_with_events_and_says_so(monkeypatch):
+    _fake_cuda(monkeypatch, fail=RuntimeError("operation not permitted when stream is capturing\nmore"))
+    calls = []
+    t, captured, note = timing.time_call(lambda: calls.append(1), method="graph", reps=5, warmup=2, sync_reps=2,
+                                         flush=torch.empty(8))
+    assert captured is None and t.method == "events" and t.reps == 5
+    assert "not capturable in a CUDA graph (RuntimeError: operation not permitted when stream is capturing)" in note
+    assert "host's cost of the call included" in note
+    assert len(calls) == 3 + 1 + 2 + 5 + 2      # the failed capture's calls, then the plain timing
+
+
+def test_unknown_timing_method_is_refused():
+    with pytest.raises(ValueError, match="unknown timing method 'cupti'"):
+        timing.time_call(lambda: None, method="cupti", flush=torch.empty(8))
+
+
+def test_timed_calls_are_spot_checked_at_random(monkeypatch):
+    monkeypatch.setattr(timing, "_Event", HostClockEvent)
+    monkeypatch.setattr(timing, "_synchronize", lambda: None)
+    calls, checked = [], []
+
+    def fn():
+        calls.append(len(calls) + 1)
+        return calls[-1]
+
+    seen = set()
+    for _ in range(20):
+        calls.clear()
+        checked.clear()
+        timing.time_callable(fn, reps=30, warmup=4, sync_reps=5, flush=torch.empty(8), check=checked.append)
+        # SPOT_CHECKS distinct timed calls (never a warm-up or synchronised one), each checked on its own output
+        assert len(checked) == timing.SPOT_CHECKS == len(set(checked))
+        assert all(4 < n <= 4 + 30 for n in checked)
+        seen.update(checked)
+    assert len(seen) > 10        # drawn afresh each time, not a fixed pattern a kernel could learn
+
+
+def test_a_wrong_timed_call_ends_the_timing(monkeypatch):
+    monkeypatch.setattr(timing, "_Event", HostClockEvent)
+    monkeypatch.setattr(timing, "_synchronize", lambda: None)
+
+    def check(out):
+        if out == "wrong":
+            raise AssertionError("a timed call's output is wrong")
+
+    with pytest.raises(AssertionError, match="timed call's output is wrong"):
+        timing.time_callable(lambda: "wrong", reps=10, warmup=1, flush=torch.empty(8), check=check)
+    assert timing.time_callable(lambda: "right", reps=10, warmup=1, flush=torch.empty(8), check=check).reps == 10
+
+
+def test_graph_spot_checks_read_what_the_replay_wrote(monkeypatch):
+    _fake_cuda(monkeypatch)
+    checked = []
+    t, captured, _ = timing.time_call(lambda: ["static output"], method="graph", reps=6, warmup=1, sync_reps=1,
+                                      flush=torch.empty(8), check=checked.append)
+    assert t.method == "graph" and len(checked) == timing.SPOT_CHECKS
+    assert all(out is captured.output for out in checked)

@@ -164,3 +164,18 @@ def test_verdict_says_where_the_time_went():
     assert stages[-1] == "sandbox: process start, Python start-up, exit"
     assert all(secs >= 0 for secs in r.phases.values())
     assert abs(sum(r.phases.values()) - r.wall_s) < 0.5
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("path", [CANDIDATES / "good" / "softmax.py", CANDIDATES / "cuda" / "softmax_cupy.py"],
+                         ids=lambda p: p.stem)
+def test_graph_timing_on_gpu(path):
+    config = VerifyConfig(device="cuda", baselines=False, reps=30, timing="graph")
+    result = run("softmax", path, config)
+    assert result.status == "ok", (result.reason, result.feedback[-600:])
+    assert result.baselines["eager"].method == "graph"
+    if path.stem == "softmax":      # a Triton launch on torch's current stream is captured
+        assert result.timing.method == "graph", result.flags
+    elif result.timing.method == "events":      # cupy may launch on a stream of its own: then it says so
+        assert any("not capturable in a CUDA graph" in f for f in result.flags), result.flags
+    assert result.timing.median_ms > 0
