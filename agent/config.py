@@ -23,6 +23,7 @@ from typing import Any, Mapping
 BACKENDS = ("triton", "cuda")
 PROPOSERS = ("auto", "openai", "heuristic")
 DEVICES = ("auto", "cpu", "cuda")
+TIMINGS = ("events", "graph")     # verifier.timing.METHODS
 
 
 def _results_default() -> str:
@@ -49,6 +50,7 @@ class OptimizeConfig:
     device: str = "auto"                # --device: "auto" uses CUDA when present
     keep_going: bool = False            # --keep-going: do not stop when the goal is met; spend the limits
     verify_timeout_s: float = 180.0     # --verify-timeout: wall-clock limit for one candidate's verification
+    timing: str = "events"              # --timing: "events" (the host's cost of a call included) or "graph"
     results_dir: str = field(default_factory=_results_default)   # --results: root of the results store
 
     def __post_init__(self) -> None:
@@ -59,6 +61,8 @@ class OptimizeConfig:
             raise ValueError(f"--proposer must be one of {', '.join(PROPOSERS)}, got {self.proposer!r}")
         if self.device not in DEVICES:
             raise ValueError(f"--device must be one of {', '.join(DEVICES)}, got {self.device!r}")
+        if self.timing not in TIMINGS:
+            raise ValueError(f"--timing must be one of {', '.join(TIMINGS)}, got {self.timing!r}")
         for flag, value in (("--candidates", self.candidates), ("--max-iters", self.max_iters),
                             ("--patience", self.patience)):
             if value < 1:

@@ -610,7 +610,7 @@ def optimize(task_path: str | Path | None, config: OptimizeConfig, *, resume: st
         store.save_run(run)
 
     verify_config = VerifyConfig(device=device, timeout_s=config.verify_timeout_s,
-                                 cache_dir=store.root / "baselines")
+                                 cache_dir=store.root / "baselines", timing=config.timing)
     loop = OptimizeLoop(task=task, config=config, proposer=proposer, store=store, run=run, verify_fn=verify_fn,
                         profile_fn=profile_fn, verify_config=verify_config, on_event=on_event,
                         wall_before_s=run.wall_s)

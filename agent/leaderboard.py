@@ -421,7 +421,8 @@ def score_kernel(task_path: str | Path, kernel_path: str | Path, config, store: 
               backend=config.backend, device=device, gpu=gpu, started_at=utc_now())
     store.create_run(run)
     started = time.monotonic()
-    verify_config = VerifyConfig(device=device, timeout_s=config.verify_timeout_s, cache_dir=store.root / "baselines")
+    verify_config = VerifyConfig(device=device, timeout_s=config.verify_timeout_s, cache_dir=store.root / "baselines",
+                                 timing=config.timing)
     begun = utc_now()
     result = verify(task, source, verify_config)
     attempt = Attempt(run_id=run.run_id, number=1, round=1, status=result.status, reason=result.reason,

@@ -21,7 +21,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from agent.config import BACKENDS, DEVICES, PROPOSERS, OptimizeConfig
+from agent.config import BACKENDS, DEVICES, PROPOSERS, TIMINGS, OptimizeConfig
 
 # flag dest -> OptimizeConfig field, for every flag that sets one
 FIELDS = {
@@ -29,7 +29,7 @@ FIELDS = {
     "temperature": "temperature", "candidates": "candidates", "max_iters": "max_iters", "target": "target",
     "sol": "sol", "patience": "patience", "budget_usd": "budget_usd", "budget_tokens": "budget_tokens",
     "timeout": "timeout_s", "device": "device", "keep_going": "keep_going",
-    "verify_timeout": "verify_timeout_s", "results": "results_dir",
+    "verify_timeout": "verify_timeout_s", "timing": "timing", "results": "results_dir",
 }
 
 
@@ -72,6 +72,9 @@ def add_optimize_flags(p) -> None:
                    help="do not stop when the goal is met; use the whole budget looking for faster kernels")
     p.add_argument("--verify-timeout", type=float, metavar="S",
                    help=f"wall-clock limit per candidate (default {d['verify_timeout_s'].default:g} s)")
+    p.add_argument("--timing", choices=TIMINGS,
+                   help="events: each call timed as issued, the host's cost included (default); graph: candidate "
+                        "and baselines replayed from CUDA graphs, the device's time")
     p.add_argument("--results", metavar="DIR", help="results folder (default $KGEN_RESULTS, else results)")
 
 

@@ -59,11 +59,16 @@ def test_every_flag_sets_its_config_field():
         "optimize", "t.py", "--backend", "cuda", "--proposer", "openai", "--model", "m", "--base-url", "http://h/v1",
         "--temperature", "0.2", "--candidates", "3", "--max-iters", "7", "--target", "1.5", "--sol", "80",
         "--patience", "2", "--budget-usd", "0.5", "--budget-tokens", "9000", "--timeout", "600", "--device", "cpu",
-        "--keep-going", "--verify-timeout", "60", "--results", "out"])
+        "--keep-going", "--verify-timeout", "60", "--timing", "graph", "--results", "out"])
     assert config_from_args(args) == OptimizeConfig(
         backend="cuda", proposer="openai", model="m", base_url="http://h/v1", temperature=0.2, candidates=3,
         max_iters=7, target=1.5, sol=80.0, patience=2, budget_usd=0.5, budget_tokens=9000, timeout_s=600.0,
-        device="cpu", keep_going=True, verify_timeout_s=60.0, results_dir="out")
+        device="cpu", keep_going=True, verify_timeout_s=60.0, timing="graph", results_dir="out")
+
+
+def test_an_unknown_timing_method_names_the_flag():
+    with pytest.raises(ValueError, match="--timing must be one of events, graph"):
+        OptimizeConfig(timing="cupti")
 
 
 def test_flags_left_out_keep_the_defaults(results):
