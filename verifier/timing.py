@@ -63,6 +63,12 @@ SYNC_RATIO = 1.5
 
 
 def l2_flush_buffer(device: torch.device | None = None) -> torch.Tensor:
+    """A GPU buffer twice the L2's size: writing it evicts whatever the last call left in L2."""
+    # NOTE: the device must be named: torch.empty(device=None) is a host buffer, and zeroing host
+    # memory flushes nothing on the GPU (as happened here until 2026-11-29).
+    device = torch.device("cuda", torch.cuda.current_device()) if device is None else torch.device(device)
+    if device.type != "cuda":
+        raise ValueError(f"the L2 flush buffer must live on the GPU, not on {device}")
     props = torch.cuda.get_device_properties(device)
     l2 = getattr(props, "L2_cache_size", 0) or 64 * 1024 * 1024
     return torch.empty(2 * l2 // 4, dtype=torch.int32, device=device)

@@ -181,3 +181,15 @@ def test_graph_spot_checks_read_what_the_replay_wrote(monkeypatch):
                                       flush=torch.empty(8), check=checked.append)
     assert t.method == "graph" and len(checked) == timing.SPOT_CHECKS
     assert all(out is captured.output for out in checked)
+
+
+def test_the_l2_flush_buffer_is_on_the_gpu(monkeypatch):
+    # torch.empty(device=None) is a host buffer: zeroing it would flush nothing on the GPU
+    made = []
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda d: type("P", (), {"L2_cache_size": 50 << 20}))
+    monkeypatch.setattr(torch, "empty", lambda n, dtype, device: made.append((n, dtype, device)))
+    timing.l2_flush_buffer()
+    assert made == [(2 * (50 << 20) // 4, torch.int32, torch.device("cuda", 0))]
+    with pytest.raises(ValueError, match="must live on the GPU"):
+        timing.l2_flush_buffer("cpu")
