@@ -61,31 +61,12 @@ def busy_gpu_ms(fn, reps: int, flush: torch.Tensor, spin_cycles: int) -> tuple[f
 
 
 def graph_ms(fn, reps: int, flush: torch.Tensor) -> float | None:
-    """Median event time of replaying fn captured in a CUDA graph, L2 flushed and the GPU idle before each."""
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        for _ in range(3):
-            fn()
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    try:
-        with torch.cuda.graph(graph):
-            fn()
-    except RuntimeError as exc:
-        print(f"graph capture failed: {exc}", flush=True)
+    """Median time of fn replayed from a CUDA graph, as `kgen verify --timing graph` times it."""
+    t, _, note = timing.time_call(fn, method="graph", reps=reps, flush=flush)
+    if note:
+        print(note, flush=True)
         return None
-    times = []
-    for _ in range(reps):
-        flush.zero_()
-        torch.cuda.synchronize()
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        graph.replay()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end))
-    return statistics.median(times)
+    return t.median_ms
 
 
 def main() -> None:

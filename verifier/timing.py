@@ -85,12 +85,7 @@ def time_callable(fn, refresh=None, *, reps: int = 100, warmup: int = 10, sync_r
                   flush: torch.Tensor | None = None, check=None) -> Timing:
     """Median time of fn() in ms, each call on fresh inputs and a cold L2; check(output) on spot checks."""
     flush = l2_flush_buffer() if flush is None else flush
-    for i in range(warmup):
-        if refresh:
-            refresh(-1 - i)
-        fn()
-    _synchronize()
-    return _timed(fn, refresh, reps, sync_reps, flush, check)
+    return _timed(fn, refresh, warmup, reps, sync_reps, flush, check)
 
 
 class Captured:
@@ -131,32 +126,32 @@ def time_call(fn, refresh=None, *, method: str = "events", reps: int = 100, warm
     if method not in METHODS:
         raise ValueError(f"unknown timing method {method!r}; expected one of {', '.join(METHODS)}")
     flush = l2_flush_buffer() if flush is None else flush
-    if method == "events":
-        return (time_callable(fn, refresh, reps=reps, warmup=warmup, sync_reps=sync_reps, flush=flush,
-                              check=check), None, "")
-    try:
-        captured = capture(fn)
-    except Exception as exc:  # noqa: BLE001 - any capture failure means: time it the plain way
-        _synchronize()
-        first = (str(exc).strip().splitlines() or [""])[0][:160]
-        note = (f"not capturable in a CUDA graph ({type(exc).__name__}: {first}): timed with plain events, "
-                f"the host's cost of the call included")
-        return (time_callable(fn, refresh, reps=reps, warmup=warmup, sync_reps=sync_reps, flush=flush,
-                              check=check), None, note)
-    for i in range(warmup):
-        if refresh:
-            refresh(-1 - i)
-        captured.replay()
-    _synchronize()
-    t = _timed(captured.replay, refresh, reps, sync_reps, flush, check, output=lambda: captured.output)
+    captured, note = None, ""
+    if method == "graph":
+        try:
+            captured = capture(fn)
+        except Exception as exc:  # noqa: BLE001 - any capture failure means: time it the plain way
+            _synchronize()
+            first = (str(exc).strip().splitlines() or [""])[0][:160]
+            note = (f"not capturable in a CUDA graph ({type(exc).__name__}: {first}): timed with plain events, "
+                    f"the host's cost of the call included")
+    if captured is None:
+        return _timed(fn, refresh, warmup, reps, sync_reps, flush, check), None, note
+    t = _timed(captured.replay, refresh, warmup, reps, sync_reps, flush, check, output=lambda: captured.output)
     t.method = "graph"
     return t, captured, ""
 
 
-def _timed(fn, refresh, reps: int, sync_reps: int, flush: torch.Tensor, check=None, output=None) -> Timing:
-    """The timed loop after warm-up: events around each call, then the device-wide synchronised pass.
+def _timed(fn, refresh, warmup: int, reps: int, sync_reps: int, flush: torch.Tensor, check=None,
+           output=None) -> Timing:
+    """Warm-up calls, the timed loop with events around each call, then the device-wide synchronised pass.
 
     output() gives a call's output where fn() does not return it (a graph replay)."""
+    for i in range(warmup):
+        if refresh:
+            refresh(-1 - i)
+        fn()
+    _synchronize()
     spot = set(_draw.sample(range(reps), min(SPOT_CHECKS, reps))) if check else set()
     times, host = [], []
     for rep in range(reps):

@@ -487,13 +487,16 @@ def _time_on_gpu(job, task_mod, gen, ref_model, cand_model, run_candidate, resul
             result["flags"].append(f"{who}: {note}")
         return t, captured
 
-    def spot_check(out) -> None:
-        """A timed call's output, drawn at random: right on the inputs it was given, or a mismatch."""
+    def check_output(out, what: str) -> None:
+        """out, computed from the current buffers, matches the reference on them, or a mismatch saying what."""
         exact_reference(torch)
         problem = compare_outputs(out, ref_model(*buffers), atol, rtol)
         if problem:
-            raise Verdict("mismatch", f"a timed call's output is wrong (timed calls are checked at random): "
-                                      f"{problem.reason}", problem.feedback)
+            raise Verdict("mismatch", f"{what}: {problem.reason}", problem.feedback)
+
+    def spot_check(out) -> None:
+        """A timed call's output, drawn at random: right on the inputs it was given, or a mismatch."""
+        check_output(out, "a timed call's output is wrong (timed calls are checked at random)")
 
     with torch.no_grad():
         cand_call = lambda: cand_model(*buffers)  # noqa: E731
@@ -512,11 +515,7 @@ def _time_on_gpu(job, task_mod, gen, ref_model, cand_model, run_candidate, resul
             refresh(10**6 + 1)
             captured.replay()
             torch.cuda.synchronize()
-            exact_reference(torch)
-            problem = compare_outputs(captured.output, ref_model(*buffers), atol, rtol)
-            if problem:
-                raise Verdict("mismatch", f"replayed from its CUDA graph on fresh inputs, the output is wrong: "
-                                          f"{problem.reason}", problem.feedback)
+            check_output(captured.output, "replayed from its CUDA graph on fresh inputs, the output is wrong")
             del captured
 
         # A fast path after many calls must still be right: check the call after timing, on its own inputs.
