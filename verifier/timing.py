@@ -1,6 +1,14 @@
 """Timing on the GPU: CUDA events around one call, L2 flushed before it, median of many.
 
     t = time_callable(fn, refresh, reps=100, warmup=10)   # -> Timing (ms)
+    t, captured, note = time_call(fn, refresh, method="graph")   # what the verifier does by default
+
+The verifier's default is "graph" (below): on an H200 the events around a plain
+call held 0.05-0.12 ms of the host's launch path for a Python-launched Triton
+kernel (a 0.27 ms softmax read as 0.32-0.39 ms, with up to 17% between two runs
+of the same kernel), while graph replays were within 6% of ncu's kernel time and
+within 2% run to run (benchmarks/verifier.md). "events" stays available for a
+caller who wants the host's cost counted.
 
 Method, per repetition: `refresh(rep)` writes fresh input values into the
 fixed input buffers (so a result cached by pointer, id or content cannot be
@@ -21,9 +29,10 @@ that is right only on the calls it expects to be checked is caught.
 With `method="graph"` (`time_call`), the call is captured once in a CUDA
 graph and the graph is replayed instead: the host's part of each timed call
 shrinks to one graph launch, so the events hold the device's time. Capture
-refuses what would escape the events (work on a stream not joined back, a host
-synchronisation, a copy from pageable memory); such a call is timed with plain
-events instead, and the note says so. A replay runs only the kernels recorded
+refuses what would escape the events: work left on a stream not joined back to
+the caller's raises EscapedStream (the output is not ready when forward returns);
+a host synchronisation or a copy from pageable memory makes the call be timed with
+plain events instead, and the note says so. A replay runs only the kernels recorded
 at capture, so the caller must check the replayed output (`Captured.output`)
 against the reference on fresh inputs.
 
@@ -72,6 +81,11 @@ def l2_flush_buffer(device: torch.device | None = None) -> torch.Tensor:
     props = torch.cuda.get_device_properties(device)
     l2 = getattr(props, "L2_cache_size", 0) or 64 * 1024 * 1024
     return torch.empty(2 * l2 // 4, dtype=torch.int32, device=device)
+
+
+class EscapedStream(Exception):
+    """The call left work on a stream that is not joined back to the caller's: its output is not ready
+    when it returns, and events on the caller's stream do not time that work."""
 
 
 def _percentile(sorted_values: list[float], q: float) -> float:
@@ -131,8 +145,13 @@ def time_call(fn, refresh=None, *, method: str = "events", reps: int = 100, warm
         try:
             captured = capture(fn)
         except Exception as exc:  # noqa: BLE001 - any capture failure means: time it the plain way
-            _synchronize()
             first = (str(exc).strip().splitlines() or [""])[0][:160]
+            if "unjoined" in str(exc):
+                # cudaErrorStreamCaptureUnjoined: a stream forked from the caller's was never joined back,
+                # so forward returned before its work was done (a side stream). Not a timing question.
+                raise EscapedStream(f"forward left work on a side stream that is not joined back to the caller's "
+                                    f"stream: it ran outside the timed stream ({first})") from None
+            _synchronize()
             note = (f"not capturable in a CUDA graph ({type(exc).__name__}: {first}): timed with plain events, "
                     f"the host's cost of the call included")
     if captured is None:

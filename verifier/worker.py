@@ -505,6 +505,9 @@ def _time_on_gpu(job, task_mod, gen, ref_model, cand_model, run_candidate, resul
         except Verdict:
             _after_candidate(_GUARD, "being timed")
             raise
+        except timing.EscapedStream as exc:
+            _after_candidate(_GUARD, "being timed")
+            raise Verdict("rejected", str(exc)) from None
         except BaseException as exc:  # noqa: BLE001 - the candidate ran unchecked in the loop; its fault is data
             _after_candidate(_GUARD, "being timed")
             raise _classify(exc, "in ModelNew.forward (while timed)") from None

@@ -73,8 +73,8 @@ def add_optimize_flags(p) -> None:
     p.add_argument("--verify-timeout", type=float, metavar="S",
                    help=f"wall-clock limit per candidate (default {d['verify_timeout_s'].default:g} s)")
     p.add_argument("--timing", choices=TIMINGS,
-                   help="events: each call timed as issued, the host's cost included (default); graph: candidate "
-                        "and baselines replayed from CUDA graphs, the device's time")
+                   help="graph: candidate and baselines replayed from CUDA graphs, the device's time (default); "
+                        "events: each call timed as issued, the host's cost of the call included")
     p.add_argument("--results", metavar="DIR", help="results folder (default $KGEN_RESULTS, else results)")
 
 

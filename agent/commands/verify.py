@@ -1,4 +1,4 @@
-"""`kgen verify TASK KERNEL [--json] [--device cpu|cuda] [--timing events|graph]`: the verdict on one kernel.
+"""`kgen verify TASK KERNEL [--json] [--device cpu|cuda] [--timing graph|events]`: the verdict on one kernel.
 
 Prints the status, the reason, the feedback and (on a GPU) timings and
 speedups; `--json` prints the VerifyResult instead. Exit code 0 only when the
@@ -24,9 +24,9 @@ def register(sub) -> None:
     p.add_argument("--timeout", type=float, default=180.0, help="wall-clock limit in seconds (default 180)")
     p.add_argument("--no-baselines", action="store_true", help="skip the torch.compile baselines")
     p.add_argument("--reps", type=int, default=100, help="timed repetitions (default 100)")
-    p.add_argument("--timing", choices=["events", "graph"], default="events",
-                   help="events: each call timed as issued, the host's cost included (default); graph: "
-                        "candidate and baselines captured in CUDA graphs and replayed, the device's time")
+    p.add_argument("--timing", choices=["graph", "events"], default="graph",
+                   help="graph: candidate and baselines captured in CUDA graphs and replayed, the device's time "
+                        "(default); events: each call timed as issued, the host's cost of the call included")
     p.set_defaults(func=run)
 
 

@@ -67,7 +67,7 @@ def test_every_flag_sets_its_config_field():
 
 
 def test_an_unknown_timing_method_names_the_flag():
-    with pytest.raises(ValueError, match="--timing must be one of events, graph"):
+    with pytest.raises(ValueError, match="--timing must be one of graph, events"):
         OptimizeConfig(timing="cupti")
 
 

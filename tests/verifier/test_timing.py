@@ -135,6 +135,17 @@ def test_a_call_that_cannot_be_captured_is_timed_with_events_and_says_so(monkeyp
     assert len(calls) == 3 + 1 + 2 + 5 + 2      # the failed capture's calls, then the plain timing
 
 
+def test_work_left_on_an_unjoined_side_stream_is_refused_not_timed(monkeypatch):
+    # CUDA ends such a capture with cudaErrorStreamCaptureUnjoined: forward returned before its work was
+    # done. Timing it with plain events instead would time only the caller's stream.
+    _fake_cuda(monkeypatch, fail=RuntimeError("CUDA error: capturing stream has unjoined work"))
+    calls = []
+    with pytest.raises(timing.EscapedStream, match="outside the timed stream.*unjoined work"):
+        timing.time_call(lambda: calls.append(1), method="graph", reps=5, warmup=2, sync_reps=2,
+                         flush=torch.empty(8))
+    assert len(calls) == 3 + 1      # warm-up and the capture; no timed call
+
+
 def test_unknown_timing_method_is_refused():
     with pytest.raises(ValueError, match="unknown timing method 'cupti'"):
         timing.time_call(lambda: None, method="cupti", flush=torch.empty(8))
