@@ -18,6 +18,7 @@ from __future__ import annotations
 import ast
 import hashlib
 import json
+import os
 import secrets
 import sys
 import time
@@ -233,10 +234,14 @@ def cached_baselines(task: Task, config: VerifyConfig) -> dict[str, Timing]:
         _FAILED[path] = f"torch.compile baselines for {task.name} not timed: {_baseline_failure(res)}"
         raise BaselineError(_FAILED[path])
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({"gpu": gpu, "torch": torch.__version__, "task": task.name,
+    # Written whole and renamed into place: another process (a leaderboard worker on another GPU of the same
+    # model) may be reading or writing the same entry.
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps({"gpu": gpu, "torch": torch.__version__, "task": task.name,
                                 "compile_modes": list(config.compile_modes),
                                 "torch_flags": res.message.get("torch_flags"),
                                 "baselines": res.message["baselines"],
                                 "phases": res.message.get("phases"),
                                 "measured": time.strftime("%Y-%m-%d %H:%M:%S")}, indent=2))
+    os.replace(tmp, path)
     return {k: Timing(**v) for k, v in res.message["baselines"].items()}
