@@ -68,7 +68,9 @@ INTERRUPTED = "interrupted"  # stopped by Ctrl-C; continued when the board runs 
 FINISHED_RUN = ("succeeded", "stopped", "failed")
 FINISHED_VERIFY = ("ok", "compile_error", "runtime_error", "mismatch", "rejected", "timeout", "crashed", "not_run")
 
-VERIFY_SETTINGS = ("backend", "device", "verify_timeout_s")   # the settings a verify-only board depends on
+# what a board stored before a setting existed was run with: such a board resumes under that value
+STORED_BEFORE = {"timing": "events"}
+VERIFY_SETTINGS = ("backend", "device", "verify_timeout_s", "timing")   # the settings a verify-only board depends on
 STOP_GRACE_S = 60.0   # after Ctrl-C, how long a task may take to store itself as interrupted
 
 
@@ -327,12 +329,15 @@ def to_markdown(board: Leaderboard) -> str:
 
 def _settings_line(board: Leaderboard) -> str:
     c = board.config
+    # boards stored before the timing method was a setting were timed with plain events
+    timing = f"timing {c.get('timing') or 'events'}"
     if board.mode == "verify-only":
-        return f"verify timeout {c.get('verify_timeout_s', '?')} s"
+        return f"verify timeout {c.get('verify_timeout_s', '?')} s, {timing}"
     parts = [f"backend {c.get('backend')}", f"proposer {c.get('proposer')}"]
     if c.get("model"):
         parts.append(f"model {c['model']}")
-    parts += [f"max-iters {c.get('max_iters')}", f"candidates {c.get('candidates')}", f"target {c.get('target')}x"]
+    parts += [f"max-iters {c.get('max_iters')}", f"candidates {c.get('candidates')}", f"target {c.get('target')}x",
+              timing]
     return ", ".join(parts)
 
 
@@ -846,6 +851,7 @@ def open_board(results_dir: str | Path, *, name: str, suite: str | Path, task_pa
 def config_changes(stored: dict[str, Any], given: dict[str, Any], keys: Iterable[str] | None = None) -> list[str]:
     """"field: stored -> given" for each setting (of `keys`, default all) that differs, the results folder aside."""
     keys = sorted((set(keys) if keys is not None else set(stored) | set(given)) - {"results_dir"})
+    stored = {**STORED_BEFORE, **stored}
     return [f"{k}: {stored.get(k)!r} -> {given.get(k)!r}" for k in keys if stored.get(k) != given.get(k)]
 
 

@@ -201,6 +201,20 @@ def test_reusing_a_name_with_other_settings_is_refused(board_copy):
     assert "max_iters: 2 -> 3" in err
 
 
+def test_a_board_stored_before_timing_was_a_setting_resumes_as_events_only():
+    from agent.leaderboard import config_changes
+
+    old = {"backend": "triton", "max_iters": 2}          # stored before --timing existed: timed with events
+    assert config_changes(old, {"backend": "triton", "max_iters": 2, "timing": "events"}) == []
+    assert config_changes(old, {"backend": "triton", "max_iters": 2, "timing": "graph"}) == [
+        "timing: 'events' -> 'graph'"]
+
+
+def test_the_boards_settings_line_names_the_timing_method(board_copy):
+    board = load_board(board_copy, "small")
+    assert f"timing {board.config['timing']}" in (board_copy / "leaderboards" / "small" / "leaderboard.md").read_text()
+
+
 def test_a_board_that_is_running_cannot_be_run_twice(board_copy):
     import fcntl
 
