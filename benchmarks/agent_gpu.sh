@@ -2,7 +2,9 @@
 # kgen optimize end to end on a GPU against the scripted OpenAI-compatible server, on two tasks.
 # Usage: bash benchmarks/agent_gpu.sh OUTDIR   (after benchmarks/gpu_session.sh has set PYTHONPATH)
 set -u
-OUT=$1; RES=/tmp/kgen-agent-results; rm -rf $RES
+OUT=$1; RES=/tmp/kgen-agent-results; rm -rf $RES; mkdir -p $RES
+# the baselines this GPU has already timed (eager and both torch.compile modes) are reused, not recompiled
+[ -d results/baselines ] && cp -r results/baselines $RES/
 export OPENAI_API_KEY=sk-gpu-test-secret-123456
 for task in softmax layernorm; do
   python3 - "$task" > /tmp/script_$task.json <<'P'

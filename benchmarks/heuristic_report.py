@@ -41,7 +41,7 @@ def main() -> None:
         first = timed[0]
         best = min(timed, key=lambda a: a["median_ms"])
         walk_wins += best["number"] != first["number"] and best["median_ms"] < 0.99 * first["median_ms"]
-        verdict = _load(Path(run["dir"]) / f"attempt-{best['number']:03d}" / "verify.json")
+        verdict = _load(args.results / run["dir"] / f"attempt-{best['number']:03d}" / "verify.json")
         base = {k: v["median_ms"] for k, v in (verdict.get("baselines") or {}).items()}
         sp = verdict.get("speedups") or {}
         speedups.append(sp.get("eager", float("nan")))
