@@ -149,12 +149,19 @@ class OpenAIProposer(Proposer):
 
     def __init__(self, config: OpenAIConfig):
         try:
-            import openai  # noqa: F401
+            import openai
         except ImportError:
             raise ProposerError("the LLM proposer needs the openai package: pip install 'openai>=1.40'") from None
         _api_key()  # fail before the first round, not in the middle of a run
         self.config = config
         self.base_url = config.resolved_base_url
+        try:
+            # The client's HTTP stack is imported when a client is made (no request is sent): a missing
+            # piece of it (seen: truststore, under httpx) fails here, before the run starts.
+            openai.OpenAI(api_key="unused", base_url=self.base_url, max_retries=0).close()
+        except ImportError as exc:
+            raise ProposerError(f"the openai client cannot load its HTTP stack ({exc}): install kgen's "
+                                "dependencies (pip install -e .), or carry that package's wheel") from None
         self.price = config.prices.lookup(config.model)
         # Running totals over every request this proposer made, retries included.
         self.requests = 0

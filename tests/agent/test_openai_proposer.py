@@ -211,6 +211,18 @@ def test_missing_key_is_refused_up_front(monkeypatch):
         OpenAIProposer(OpenAIConfig(model="m", base_url="http://127.0.0.1:9/v1"))
 
 
+def test_a_missing_piece_of_the_http_stack_is_refused_up_front(api_key, monkeypatch):
+    # as on a GPU machine whose carried wheels lacked truststore: the first request died mid-run
+    import openai
+
+    def broken_client(**kwargs):
+        raise ModuleNotFoundError("No module named 'truststore'", name="truststore")
+
+    monkeypatch.setattr(openai, "OpenAI", broken_client)
+    with pytest.raises(ProposerError, match="cannot load its HTTP stack.*truststore"):
+        OpenAIProposer(OpenAIConfig(model="m", base_url="http://127.0.0.1:9/v1"))
+
+
 def test_base_url_falls_back_to_the_environment(api_key, openai_server, monkeypatch):
     server = openai_server([REPLY])
     monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
