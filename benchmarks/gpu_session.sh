@@ -4,8 +4,10 @@
 #   bash benchmarks/gpu_session.sh STAGE...
 # stages: baselines verifier timing profile gputests agent leaderboard handwritten, each inside one
 # 10-minute call except leaderboard: it is resumable (run the stage again, results/ carried back, and
-# finished tasks are skipped; LB_ITERS rounds a task, default 3). baselines times eager and both
-# torch.compile modes for all 18 tasks (15-40 s a task on an H200) into the cache under results/baselines.
+# finished tasks are skipped; LB_ITERS rounds a task, default 2; TIMING graph|events, default graph).
+# baselines times eager and both torch.compile modes for all 18 tasks (15-40 s a task on an H200) into
+# the cache under results/baselines. One GPU per run: on a 2-GPU host, two runs side by side with
+# CUDA_VISIBLE_DEVICES=0 and =1 and their own OUT.
 # Full logs go to $OUT (default ./gpu-out); a short table is printed last.
 set -u
 OUT=${OUT:-$PWD/gpu-out}; mkdir -p "$OUT"
@@ -16,6 +18,7 @@ export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader | tee "$OUT/gpu.txt"
 python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)" | tee -a "$OUT/gpu.txt"
 G=tests/verifier/candidates
+TIMING=${TIMING:-graph}      # the boards' timing method (graph, kgen's default, or events)
 
 for stage in "$@"; do
 case $stage in
@@ -64,15 +67,15 @@ P
   tail -20 "$OUT/baselines.log" ;;
 leaderboard)
   # Resumable: run the stage again (with results/ carried back) and finished tasks are skipped.
-  python3 -m agent leaderboard tasks --proposer heuristic --max-iters "${LB_ITERS:-3}" --keep-going \
-    --name h200-heuristic >> "$OUT/leaderboard.log" 2>&1
-  cp results/leaderboards/h200-heuristic/leaderboard.md "$OUT/leaderboard_heuristic.md"
+  python3 -m agent leaderboard tasks/suite-h200.txt --proposer heuristic --max-iters "${LB_ITERS:-2}" --keep-going \
+    --timing "$TIMING" --name "h200-heuristic-$TIMING" >> "$OUT/leaderboard.log" 2>&1
+  cp "results/leaderboards/h200-heuristic-$TIMING/leaderboard.md" "$OUT/leaderboard_heuristic.md"
   python3 benchmarks/heuristic_report.py results > "$OUT/heuristic_table.md" 2>&1
   tail -30 "$OUT/heuristic_table.md" ;;
 handwritten)
-  python3 -m agent leaderboard tasks --verify-only tests/verifier/candidates/good --name h200-handwritten \
-    >> "$OUT/leaderboard.log" 2>&1
-  cp results/leaderboards/h200-handwritten/leaderboard.md "$OUT/leaderboard_handwritten.md"
+  python3 -m agent leaderboard tasks --verify-only tests/verifier/candidates/good --timing "$TIMING" \
+    --name "h200-handwritten-$TIMING" >> "$OUT/leaderboard.log" 2>&1
+  cp "results/leaderboards/h200-handwritten-$TIMING/leaderboard.md" "$OUT/leaderboard_handwritten.md"
   tail -30 "$OUT/leaderboard_handwritten.md" ;;
 gputests)
   python3 -m pytest -m gpu -q -p no:cacheprovider -o addopts="" 2>&1 | tee "$OUT/pytest_gpu.log" | tail -25 ;;
