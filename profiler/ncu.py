@@ -10,11 +10,15 @@ Two halves:
   separators ("3,175,520"), a units row, "n/a" for metrics with no value;
 - the runner, `profile_candidate(task, source)`: writes a job for
   `python -m profiler.ncu_child` (which runs ModelNew.forward once to warm up,
-  then once inside the NVTX range "kgen"), runs it under ncu twice (raw
-  metrics, then section details with ncu's advice) in the verifier's sandbox,
-  and returns a `Diagnosis`. Without ncu, or without permission to read the
-  GPU's counters, it falls back to the torch profiler (profiler/fallback.py)
-  and says why in the diagnosis' notes.
+  then once inside the NVTX range "kgen"), runs it under ncu once in the
+  verifier's sandbox, collecting the raw metrics and the sections into one
+  report, prints both pages from that report (`ncu --import`, no GPU work), and
+  returns a `Diagnosis`. Where the report gives no kernel rows it profiles again
+  in two passes (raw metrics, then section details), as kgen did before, and
+  says so in the notes: on the H200 each pass cost 9-15 s, mostly starting the
+  profiled process (benchmarks/profiler.md). Without ncu, or without
+  permission to read the GPU's counters, it falls back to the torch profiler
+  (profiler/fallback.py) and says why in the diagnosis' notes.
 
 Parse a captured file: `python -m profiler.ncu RAW.csv [DETAILS.csv]`.
 """
@@ -316,6 +320,38 @@ def ncu_argv(ncu: str, page: str, log_file: Path, job_path: Path) -> list[str]:
     return argv + [sys.executable, "-m", "profiler.ncu_child", str(job_path)]
 
 
+def ncu_export_argv(ncu: str, report: Path, job_path: Path) -> list[str]:
+    """The command line for one ncu pass over the child that collects the raw metrics and the
+    sections into one report file (`report`, ending in .ncu-rep)."""
+    argv = [ncu, "--clock-control", "none", "--nvtx", "--nvtx-include", f"{NVTX_RANGE}/",
+            "--target-processes", "all", "--export", str(report), "--force-overwrite",
+            "--metrics", ",".join(METRICS)]
+    for section in SECTIONS:
+        argv += ["--section", section]
+    return argv + [sys.executable, "-m", "profiler.ncu_child", str(job_path)]
+
+
+def ncu_import_argv(ncu: str, report: Path, page: str) -> list[str]:
+    """The command line that prints one page ("raw" or "details") of a report as CSV."""
+    argv = [ncu, "--import", str(report), "--csv", "--print-units", "base"]
+    if page == "raw":
+        return argv + ["--page", "raw", "--metrics", ",".join(METRICS)]
+    return argv + ["--page", "details", "--print-details", "all"]
+
+
+def import_page(ncu: str, report: Path, page: str, timeout_s: float) -> str:
+    """One page of a report as ncu prints it, or "" (with ncu's complaint) when it would not."""
+    import subprocess
+
+    # Reading a report runs no candidate code and needs no GPU: a plain subprocess with a time limit.
+    try:
+        done = subprocess.run(ncu_import_argv(ncu, report, page), capture_output=True, text=True,
+                              errors="replace", timeout=timeout_s)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"==ERROR== ncu --import failed: {exc}"
+    return done.stdout + ("\n" + done.stderr if done.returncode else "")
+
+
 def write_job(workdir: Path, task, source: str, *, mode: str, count_work: bool, seed: int = 0) -> Path:
     """Write the candidate and the child's job file into `workdir`; return the job's path."""
     candidate = workdir / "candidate.py"
@@ -360,11 +396,14 @@ def profile_candidate(task, source: str, *, timeout_s: float = 300.0, ncu: str |
                       details: bool = True, seed: int = 0, peaks_override: str | None = None) -> Diagnosis:
     """Profile one candidate for `task` (a verifier Task) and diagnose it.
 
-    Two ncu passes over one warm forward call each (raw metrics, then the
-    section details with ncu's rules); each is a fresh sandboxed process with
-    `timeout_s`. The candidate is not verified here: profile a kernel that
-    passed `verify`. A candidate that fails to run is a Diagnosis with
-    bound "unknown" and the error in its notes, never an exception.
+    One ncu pass over one warm forward call (raw metrics and section details
+    into one report, both pages printed from it); where that gives no kernel
+    rows, two passes as before (raw metrics, then the section details with
+    ncu's rules). Each pass is a fresh sandboxed process with `timeout_s`.
+    With details=False, the raw metrics alone, in one pass. The candidate is
+    not verified here: profile a kernel that passed `verify`. A candidate that
+    fails to run is a Diagnosis with bound "unknown" and the error in its
+    notes, never an exception.
     """
     from profiler import diagnose as diagnose_mod
     from profiler import fallback, roofline as roofline_mod
@@ -378,18 +417,44 @@ def profile_candidate(task, source: str, *, timeout_s: float = 300.0, ncu: str |
                                              notes=["ncu not found (PATH, KGEN_NCU, /opt/nvidia/nsight-compute): "
                                                     "no hardware counters"])
         job_path = write_job(workdir, task, source, mode="ncu", count_work=True, seed=seed)
-        raw_log = workdir / "raw.csv"
-        passes = {}
-        t0 = time.perf_counter()
-        run, child = run_child(ncu_argv(ncu_path, "raw", raw_log, job_path), job_path, workdir, timeout_s)
-        passes["ncu raw metrics"] = time.perf_counter() - t0
-        raw_text = (raw_log.read_text(errors="replace") if raw_log.exists() else "") + "\n" + run.stdout
-        problem = ncu_problem(raw_text + "\n" + run.stderr)
-        if problem:
-            return fallback.profile_fallback(task, source, timeout_s=timeout_s, seed=seed, workdir=workdir,
-                                             peaks_override=peaks_override, notes=[problem])
-        kernels = parse_raw_csv(raw_text)
-        notes = []
+        passes: dict[str, float] = {}
+        notes: list[str] = []
+        kernels: list[KernelMetrics] = []
+        raw_text, details_text = "", None
+        two_passes = not details
+        if details:
+            report = workdir / "profile.ncu-rep"
+            t0 = time.perf_counter()
+            run, child = run_child(ncu_export_argv(ncu_path, report, job_path), job_path, workdir, timeout_s)
+            passes["ncu (metrics and sections, one pass)"] = time.perf_counter() - t0
+            problem = ncu_problem(run.stdout + "\n" + run.stderr)
+            if problem:
+                return fallback.profile_fallback(task, source, timeout_s=timeout_s, seed=seed, workdir=workdir,
+                                                 peaks_override=peaks_override, notes=[problem])
+            if report.exists():
+                t0 = time.perf_counter()
+                raw_text = import_page(ncu_path, report, "raw", timeout_s)
+                details_text = import_page(ncu_path, report, "details", timeout_s)
+                passes["ncu --import (both pages)"] = time.perf_counter() - t0
+                kernels = parse_raw_csv(raw_text)
+            if not kernels and not run.timed_out and not child.get("error"):
+                # An ncu that could not export, or a report it could not read back: profile the old way.
+                tail = (raw_text or run.stderr or run.stdout).strip().splitlines()[-1:]
+                notes.append("one ncu pass into a report gave no kernel rows"
+                             + (f" ({tail[0][:160]})" if tail else "") + ": profiled again in two passes")
+                two_passes, details_text = True, None
+                job_path = write_job(workdir, task, source, mode="ncu", count_work=True, seed=seed)
+        if two_passes:
+            raw_log = workdir / "raw.csv"
+            t0 = time.perf_counter()
+            run, child = run_child(ncu_argv(ncu_path, "raw", raw_log, job_path), job_path, workdir, timeout_s)
+            passes["ncu raw metrics"] = time.perf_counter() - t0
+            raw_text = (raw_log.read_text(errors="replace") if raw_log.exists() else "") + "\n" + run.stdout
+            problem = ncu_problem(raw_text + "\n" + run.stderr)
+            if problem:
+                return fallback.profile_fallback(task, source, timeout_s=timeout_s, seed=seed, workdir=workdir,
+                                                 peaks_override=peaks_override, notes=[problem])
+            kernels = parse_raw_csv(raw_text)
         if run.timed_out:
             notes.append(f"ncu run timed out after {timeout_s:g} s")
         if child.get("error"):
@@ -400,8 +465,10 @@ def profile_candidate(task, source: str, *, timeout_s: float = 300.0, ncu: str |
                 notes.append("ncu profiled no kernel in the NVTX range 'kgen' (does forward launch a kernel?)"
                              + (": " + " | ".join(tail) if tail else ""))
             return Diagnosis(bound="unknown", source="ncu", notes=notes, passes_s=passes)
-        kernel_details = []
-        if details:
+        kernel_details = parse_details_csv(details_text) if details_text else []
+        if details_text is not None and not kernel_details:
+            notes.append("ncu's section details (and its advice) are missing from the report")
+        if details and two_passes:
             job_path = write_job(workdir, task, source, mode="ncu", count_work=False, seed=seed)
             details_log = workdir / "details.csv"
             t0 = time.perf_counter()

@@ -62,6 +62,10 @@ def test_profile_candidate_on_a_triton_relu(tmp_path):
     assert any("relu_kernel" in k.name for k in d.kernels), d.to_text()
     if d.source == "ncu":
         assert d.bound == "memory" and d.top_stalls
+        # one profiling run, both pages read back from its report: no second and third run
+        assert not any("two passes" in n for n in d.notes), d.notes
+        assert "ncu (metrics and sections, one pass)" in d.passes_s and "ncu raw metrics" not in d.passes_s
+        assert d.rules, "ncu's advice (the details page) should come back from the report"
     else:
         assert d.notes                       # says why ncu was not used
     assert d.roofline is not None and d.roofline.roof == "memory"
