@@ -72,7 +72,7 @@ def render(result, kernel_path: str = "") -> str:
         lines += ["", result.feedback.rstrip(), ""]
     if result.timing:
         t = result.timing
-        how = " (CUDA graph replays)" if t.method == "graph" else ""
+        how = " (CUDA graph replays)" if t.method == "graph" else " (each call as issued, the host's cost included)"
         lines.append(f"candidate: {t.median_ms:.4f} ms median of {t.reps}{how} (p10 {t.p10_ms:.4f}, p90 {t.p90_ms:.4f})"
                      + (f"; host side of the call {t.host_ms:.4f} ms" if t.host_ms is not None else ""))
         for name, b in result.baselines.items():
