@@ -24,6 +24,8 @@ BACKENDS = ("triton", "cuda")
 PROPOSERS = ("auto", "openai", "heuristic")
 DEVICES = ("auto", "cpu", "cuda")
 TIMINGS = ("graph", "events")     # verifier.timing.METHODS
+# What a config stored before a setting existed was run with (a run or board resumed keeps it).
+STORED_BEFORE = {"timing": "events"}
 
 
 def _results_default() -> str:
@@ -99,7 +101,7 @@ class OptimizeConfig:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "OptimizeConfig":
         known = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in known})
+        return cls(**{k: v for k, v in {**STORED_BEFORE, **data}.items() if k in known})
 
     def replace(self, **changes: Any) -> "OptimizeConfig":
         return dataclasses.replace(self, **changes)

@@ -46,6 +46,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
+from agent.config import STORED_BEFORE
 from agent.fastp import THRESHOLDS, FastP, Outcome, fast_table, geomean_speedup
 from agent.records import Attempt, Run
 from agent.store import Store, new_run_id, scrub_config, utc_now
@@ -68,8 +69,6 @@ INTERRUPTED = "interrupted"  # stopped by Ctrl-C; continued when the board runs 
 FINISHED_RUN = ("succeeded", "stopped", "failed")
 FINISHED_VERIFY = ("ok", "compile_error", "runtime_error", "mismatch", "rejected", "timeout", "crashed", "not_run")
 
-# what a board stored before a setting existed was run with: such a board resumes under that value
-STORED_BEFORE = {"timing": "events"}
 VERIFY_SETTINGS = ("backend", "device", "verify_timeout_s", "timing")   # the settings a verify-only board depends on
 STOP_GRACE_S = 60.0   # after Ctrl-C, how long a task may take to store itself as interrupted
 
@@ -329,8 +328,7 @@ def to_markdown(board: Leaderboard) -> str:
 
 def _settings_line(board: Leaderboard) -> str:
     c = board.config
-    # boards stored before the timing method was a setting were timed with plain events
-    timing = f"timing {c.get('timing') or 'events'}"
+    timing = f"timing {c.get('timing') or STORED_BEFORE['timing']}"
     if board.mode == "verify-only":
         return f"verify timeout {c.get('verify_timeout_s', '?')} s, {timing}"
     parts = [f"backend {c.get('backend')}", f"proposer {c.get('proposer')}"]

@@ -210,3 +210,11 @@ def test_ctrl_c_stores_the_run_and_says_how_to_resume(task_path, results, monkey
     [run] = Store(results).list_runs()
     assert run.status == "interrupted"
     assert f"continue: kgen optimize --resume {run.run_id}" in capsys.readouterr().out
+
+
+def test_a_config_stored_before_timing_was_a_setting_resumes_with_events():
+    from agent.config import OptimizeConfig
+
+    assert OptimizeConfig.from_dict({"backend": "triton"}).timing == "events"    # stored before --timing
+    assert OptimizeConfig.from_dict({"timing": "graph"}).timing == "graph"
+    assert OptimizeConfig().timing == "graph"                                    # a new run
