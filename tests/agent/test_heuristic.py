@@ -130,12 +130,22 @@ import torch
 from verifier.audit import OpAudit
 from verifier.task import import_task_module
 
+class Recorder:   # stands in for one of the candidate's @triton.jit kernels: notes the launch, then makes it
+    def __init__(self, name, jit, launched):
+        self.name, self.jit, self.launched = name, jit, launched
+    def __getitem__(self, grid):
+        self.launched.append(self.name)
+        return self.jit[grid]
+
 results = {}
 for job in json.load(open(sys.argv[1])):
     try:
         spec = importlib.util.spec_from_file_location("cand_" + job["name"], job["candidate"])
         cand = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(cand)
+        launched = []
+        for attr in [a for a in vars(cand) if a.endswith("_kernel")]:
+            setattr(cand, attr, Recorder(attr, getattr(cand, attr), launched))
         task = import_task_module(job["task"], "task_" + job["name"])
         torch.manual_seed(0)
         ref = task.Model(*task.get_init_inputs())
@@ -151,7 +161,8 @@ for job in json.load(open(sys.argv[1])):
         same = got.shape == want.shape and got.dtype == want.dtype
         close = same and torch.allclose(got.float(), want.float(), atol=tol, rtol=tol)
         err = (got.float() - want.float()).abs().max().item() if same else None
-        results[job["name"]] = {"close": close, "err": err, "tol": tol, "compute_ops": audit.compute_ops}
+        results[job["name"]] = {"close": close, "err": err, "tol": tol, "compute_ops": audit.compute_ops,
+                                "launched": launched}
     except Exception:
         results[job["name"]] = {"close": False, "error": traceback.format_exc()[-2000:]}
 json.dump(results, open(sys.argv[2], "w"))
@@ -195,6 +206,7 @@ def interpreted(tmp_path_factory):
     import subprocess
     import sys
 
+    from agent.proposers.heuristic.pointwise import emit as emit_pointwise
     from agent.proposers.heuristic.rowwise import emit as emit_rows
     from verifier.static import check_source
 
@@ -212,6 +224,13 @@ def interpreted(tmp_path_factory):
     looped = emit_rows(recognised(TASKS / "softmax.py"), RowConfig(ONE_PASS_MAX=512, LOOP_BLOCK=128, TILE=256), "looped")
     assert "_looped_kernel[" in looped
     cases["softmax_looped"] = (TASKS / "softmax.py", looped)
+    # the 1-D indexed kernel for broadcast and strided operands (a transposed operand keeps the tiles)
+    for name in INDEXED_CASES:
+        source = emit_pointwise(recognised(TASKS / f"{name}.py"), PointwiseConfig(BLOCK=256, TILE_C=64, INDEXED=1), "indexed")
+        assert "_indexed_kernel[" in source         # launched where the layouts allow (gelu: the flat pass)
+        cases[f"{name}_indexed"] = (TASKS / f"{name}.py", source)
+    mixed = recognise(write_task(tmp, "mixed_indexed", MIXED_TASK))
+    cases["mixed_indexed"] = (tmp / "mixed_indexed.py", emit_pointwise(mixed, PointwiseConfig(INDEXED=1), "indexed"))
 
     jobs, static = [], {}
     for name, (task, source) in cases.items():
@@ -245,6 +264,21 @@ def test_first_proposal_is_correct_on_the_small_inputs(interpreted, name):
 def test_first_proposal_leaves_the_work_to_its_kernels(interpreted, name):
     assert interpreted[name]["static"] is None                # the verifier's static checks pass
     assert interpreted[name].get("compute_ops") == []         # forward issued no torch compute op
+
+
+INDEXED_CASES = ("pointwise_chain", "swiglu", "transpose", "gelu")
+
+
+@pytest.mark.parametrize("name, kernel", [("pointwise_chain", "indexed"), ("swiglu", "indexed"), ("mixed", "indexed"),
+                                          ("transpose", "tiled"), ("gelu", "flat")])
+def test_the_indexed_pointwise_kernel_runs_where_the_layouts_allow_and_is_correct(interpreted, name, kernel):
+    # pointwise_chain: a bias row broadcast over 67 x 3000; swiglu: two chunks of one tensor (strided rows);
+    # mixed: a 3-d output with a 2-d operand broadcast over the first dim; transpose: a transposed operand
+    # keeps the tiles; gelu: a whole contiguous operand keeps the flat pass
+    result = interpreted[f"{name}_indexed"]
+    assert_correct(result, name)
+    assert result["compute_ops"] == []
+    assert [k.rsplit("_", 2)[-2] for k in result["launched"]] == [kernel]
 
 
 def test_pointwise_vocabulary_with_broadcasting_scalars_and_casts(interpreted, tmp_path):
@@ -336,6 +370,32 @@ def math_tiles(cfg, p):
     return -(-p.m // cfg.BLOCK_M) * -(-p.n // cfg.BLOCK_N)
 
 
+def test_barrier_stalls_and_register_limited_tiles_lead_to_the_indexed_pass():
+    # the H200's diagnosis of round 1's tiled kernel for pointwise_chain (32768 x 3000, a bias row broadcast):
+    # 74% of memory SOL, long_scoreboard 53%, barrier 13%, occupancy 49% limited by registers
+    import json
+
+    diag = json.loads((Path(__file__).parent / "fixtures" / "h200_pointwise_chain_tiled_diagnosis.json").read_text())
+    problem = Problem("pointwise", "float32", numel=32768 * 3000, flat=False)
+    first = PointwiseConfig(BLOCK=4096, TILE_C=128, num_warps=8)
+    [choice] = configs.next_round(problem, first, diag, on_gpu=True, n=1,
+                                  tried={configs.launch_key("pointwise", first, problem)})
+    assert choice.config == PointwiseConfig(BLOCK=4096, TILE_C=128, num_warps=8, INDEXED=1)
+    assert "barrier 13% of stall cycles and occupancy 49% limited by registers in the 2-D tiles" in choice.note
+    assert configs.parse_note(choice.note) == ("pointwise", choice.config)
+
+
+def test_the_indexed_pass_is_not_proposed_for_flat_operands_or_without_its_signs():
+    tiles = PointwiseConfig(BLOCK=4096, TILE_C=128, num_warps=8)
+    transposed = diagnosis(bound="memory", mem_sol_pct=80.0, stalls=[("long_scoreboard", 0.40), ("mio_throttle", 0.23)],
+                           occupancy={"achieved_pct": 96.0, "theoretical_pct": 100.0, "limiter": "warps"})
+    strided = Problem("pointwise", "float32", numel=1 << 27, flat=False)
+    assert all(c.config.INDEXED == 0 for c in configs.next_round(strided, tiles, transposed, on_gpu=True, n=2, tried=set()))
+    flat = Problem("pointwise", "float32", numel=1 << 27, flat=True)
+    barrier = diagnosis(bound="memory", mem_sol_pct=60.0, stalls=[("barrier", 0.3)])
+    assert all(c.config.INDEXED == 0 for c in configs.next_round(flat, tiles, barrier, on_gpu=True, n=8, tried=set()))
+
+
 def test_memory_bound_at_90_percent_of_sol_is_exhausted():
     path = TASKS / "softmax.py"
     proposer = HeuristicProposer(path)
@@ -391,8 +451,12 @@ def test_repeated_template_failures_stop_the_proposer():
 
 
 def test_notes_read_back_into_the_configuration_they_name():
-    for cfg in (BASE, RowConfig(ONE_PASS_MAX=8192), PointwiseConfig(BLOCK=2048)):
+    for cfg in (BASE, RowConfig(ONE_PASS_MAX=8192), PointwiseConfig(BLOCK=2048), PointwiseConfig(INDEXED=1)):
         family = {MatmulConfig: "matmul", RowConfig: "rowwise", PointwiseConfig: "pointwise"}[type(cfg)]
         note = configs.Choice(family, cfg, "because").note
         assert configs.parse_note(note) == (family, cfg)
     assert configs.parse_note("an LLM's own explanation: BLOCK=3") is None
+    # a note written before INDEXED existed names the tiles it ran
+    assert configs.parse_note("pointwise BLOCK=4096 TILE_C=128 num_warps=8: default") == (
+        "pointwise", PointwiseConfig(BLOCK=4096, TILE_C=128, num_warps=8))
+    assert "INDEXED" not in configs.Choice("pointwise", PointwiseConfig(), "why").note

@@ -67,6 +67,8 @@ class PointwiseConfig:
     BLOCK: int = 1024           # elements per program (flat kernel) and per tile (strided kernel)
     TILE_C: int = 64            # strided kernel: columns per tile (rows per tile = BLOCK // TILE_C)
     num_warps: int = 4
+    INDEXED: int = 0            # 1: broadcast or strided operands whose last dim is contiguous or broadcast are
+                                # read by a 1-D pass with index arithmetic instead of 2-D tiles
 
 
 @dataclass(frozen=True)
@@ -88,6 +90,9 @@ class MatmulConfig:
 
 
 CONFIG_TYPES = {"pointwise": PointwiseConfig, "rowwise": RowConfig, "matmul": MatmulConfig}
+# Fields added after notes were first written: a note shows them only when they differ from the default,
+# and a note without them reads back with the default.
+OPTIONAL_FIELDS = {"INDEXED"}
 Config = PointwiseConfig | RowConfig | MatmulConfig
 
 
@@ -105,8 +110,9 @@ class Choice:
 
 
 def describe(config: Config) -> str:
-    """'BLOCK_M=128 BLOCK_N=128 ...' in field order."""
-    return " ".join(f"{f.name}={getattr(config, f.name)}" for f in dataclasses.fields(config))
+    """'BLOCK_M=128 BLOCK_N=128 ...' in field order (an optional field only when it is not its default)."""
+    return " ".join(f"{f.name}={getattr(config, f.name)}" for f in dataclasses.fields(config)
+                    if f.name not in OPTIONAL_FIELDS or getattr(config, f.name) != f.default)
 
 
 def parse_note(note: str) -> tuple[str, Config] | None:
@@ -116,8 +122,8 @@ def parse_note(note: str) -> tuple[str, Config] | None:
         return None
     cls = CONFIG_TYPES[head[0]]
     values = dict(re.findall(r"(\w+)=(-?\d+)", " ".join(head[1:])))
-    names = [f.name for f in dataclasses.fields(cls)]
-    if set(values) != set(names):
+    names = {f.name for f in dataclasses.fields(cls)}
+    if not names - OPTIONAL_FIELDS <= set(values) <= names:
         return None
     return head[0], cls(**{k: int(v) for k, v in values.items()})
 
@@ -203,7 +209,7 @@ def launch_key(family: str, config: Config, problem: Problem, on_gpu: bool = Tru
     if not on_gpu:
         names = [f.name for f in dataclasses.fields(config)]
         key = tuple(getattr(config, n) for n in names if n not in ("num_warps", "num_stages")
-                    and not (family == "pointwise" and problem.flat and n == "TILE_C"))
+                    and not (family == "pointwise" and problem.flat and n in ("TILE_C", "INDEXED")))
     return tuple(key)
 
 
@@ -216,10 +222,10 @@ def valid(family: str, cfg: Config, problem: Problem, on_gpu: bool) -> bool:
     def pow2(v: int) -> bool:
         return v > 0 and v & (v - 1) == 0
 
-    if not all(pow2(getattr(cfg, f.name)) for f in dataclasses.fields(cfg) if f.name != "num_stages"):
+    if not all(pow2(getattr(cfg, f.name)) for f in dataclasses.fields(cfg) if f.name not in ("num_stages", "INDEXED")):
         return False
     if family == "pointwise":
-        return 128 <= cfg.BLOCK <= 16384 and 16 <= cfg.TILE_C <= min(512, cfg.BLOCK) and 1 <= cfg.num_warps <= 16 \
+        return cfg.INDEXED in (0, 1) and 128 <= cfg.BLOCK <= 16384 and 16 <= cfg.TILE_C <= min(512, cfg.BLOCK) and 1 <= cfg.num_warps <= 16 \
             and cfg.BLOCK >= 32 * cfg.num_warps
     if family == "rowwise":
         return 512 <= cfg.ONE_PASS_MAX <= 65536 and 128 <= cfg.LOOP_BLOCK <= 16384 and 256 <= cfg.TILE <= 65536 \
@@ -450,6 +456,22 @@ def _row_moves(cfg: RowConfig, p: Problem, diag: dict) -> list[tuple[Config, str
 
 def _pointwise_moves(cfg: PointwiseConfig, p: Problem, diag: dict) -> list[tuple[Config, str]]:
     moves: list[tuple[Config, str]] = []
+    if not p.flat and not cfg.INDEXED and diag.get("bound") == "memory":
+        # The 2-D tiles stage a broadcast row through a layout change (barrier stalls) and hold a tile of
+        # offsets per operand (registers); a 1-D pass computes each operand's offset from the flat index.
+        # (A transposed operand keeps the tiles: the launcher takes the 1-D pass only where every
+        # operand's last dim is contiguous or broadcast.)
+        share = dict(stalls(diag))
+        occ = diag.get("occupancy") or {}
+        achieved = _number(occ.get("achieved_pct"))
+        seen = []
+        if share.get("barrier", 0) >= 10:
+            seen.append(f"barrier {share['barrier']:.0f}% of stall cycles")
+        if "register" in str(occ.get("limiter") or "").lower() and achieved is not None and achieved < 60:
+            seen.append(f"occupancy {achieved:.0f}% limited by registers")
+        if seen:
+            moves.append((_with(cfg, INDEXED=1), f"{' and '.join(seen)} in the 2-D tiles → a 1-D pass with "
+                                                 "index arithmetic (no tile to stage, fewer registers)"))
     for kind, share in stalls(diag):
         if share < 10:
             break
@@ -475,7 +497,8 @@ def neighbours(family: str, cfg: Config) -> list[Config]:
     if family == "pointwise":
         return [_with(cfg, BLOCK=cfg.BLOCK * 2), _with(cfg, BLOCK=cfg.BLOCK // 2),
                 _with(cfg, num_warps=cfg.num_warps * 2), _with(cfg, num_warps=cfg.num_warps // 2),
-                _with(cfg, TILE_C=cfg.TILE_C * 2), _with(cfg, TILE_C=cfg.TILE_C // 2)]
+                _with(cfg, TILE_C=cfg.TILE_C * 2), _with(cfg, TILE_C=cfg.TILE_C // 2),
+                _with(cfg, INDEXED=1 - cfg.INDEXED)]
     if family == "rowwise":
         return [_with(cfg, num_warps=cfg.num_warps * 2), _with(cfg, num_warps=cfg.num_warps // 2),
                 _with(cfg, TILE=cfg.TILE * 2), _with(cfg, TILE=cfg.TILE // 2),

@@ -1,10 +1,14 @@
 """Emits the Triton source for a pointwise program: out = f(operands) over their broadcast shape.
 
-Two kernels, one launcher that picks between them at run time:
+Two kernels, and a third with INDEXED=1, one launcher that picks between them at run time:
 - flat: every operand already has the output's contiguous layout; one 1-D pass, BLOCK elements per program;
 - tiled: some operand is broadcast (stride 0) or strided (a transpose, a chunk); 2-D tiles over the last
   two output dims, each operand read through its own strides, so both sides of a transpose stay coalesced
-  (Triton stages the tile through shared memory when the load and store orders differ).
+  (Triton stages the tile through shared memory when the load and store orders differ);
+- indexed (INDEXED=1): where every operand's last dim is contiguous or broadcast (a bias row, a per-row
+  scale, a chunk), a 1-D pass like the flat one that computes each operand's offset from the flat index
+  (32-bit, so only below 2**31 elements and offsets): no 2-D tile, no layout change, fewer registers.
+  A transposed operand still takes the tiles.
 
     source = emit(recognition, PointwiseConfig(BLOCK=1024, TILE_C=64, num_warps=4), note="...")
 """
@@ -93,13 +97,48 @@ def _tiled_kernel(k: str, prog: PointwiseProgram) -> list[str]:
     return lines
 
 
+def _indexed_kernel(k: str, prog: PointwiseProgram) -> list[str]:
+    ops = prog.operands
+    rank = prog.rank
+    lines = [
+        "@triton.jit",
+        f"def {k}_indexed_kernel(",
+        "    out_ptr,  # output, contiguous",
+    ]
+    for op in ops:
+        strides = ", ".join(f"{op.name}_s{d}" for d in range(rank))
+        lines.append(f"    {op.name}_ptr, {strides},  # {op.expr}; its strides over the output's dims (0 where broadcast)")
+    for d in range(1, rank):
+        lines.append(f"    size{d},  # size of output dim {d}")
+    lines += [
+        "    numel,  # elements of the output (below 2**31: the index arithmetic is 32-bit)",
+        "    BLOCK: tl.constexpr,  # elements per program",
+        "):",
+        "    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)",
+        "    mask = offs < numel",
+        "    # the output index of each element, last dim first",
+        "    rest = offs",
+    ]
+    for d in range(rank - 1, 0, -1):
+        lines.append(f"    i{d} = rest % size{d}")
+        lines.append(f"    rest = rest // size{d}")
+    lines.append("    i0 = rest")
+    for op in ops:
+        lines.append(f"    {op.name}_off = {' + '.join(f'i{d} * {op.name}_s{d}' for d in range(rank))}")
+    writer = ExprWriter(ops, load=lambda i: f"tl.load({ops[i].name}_ptr + {ops[i].name}_off, mask=mask, other={_other(prog, i)})")
+    result = writer.value(prog.out)
+    lines += writer.lines
+    lines.append(f"    tl.store(out_ptr + offs, {store_value(result, prog.out_dtype)}, mask=mask)")
+    return lines
+
+
 def _launcher(k: str, prog: PointwiseProgram, config: PointwiseConfig) -> list[str]:
     ops = prog.operands
     names = [op.name for op in ops]
     bnames = [f"{n}_b" for n in names]
     rank = prog.rank
     lines = [
-        f"BLOCK = {config.BLOCK}  # elements per program (flat) and per tile (tiled)",
+        f"BLOCK = {config.BLOCK}  # elements per program (flat, indexed) and per tile (tiled)",
         f"TILE_C = {config.TILE_C}  # tiled kernel: columns per tile",
         f"NUM_WARPS = {config.num_warps}",
         "",
@@ -123,6 +162,21 @@ def _launcher(k: str, prog: PointwiseProgram, config: PointwiseConfig) -> list[s
     if rank == 0:
         lines.append("    raise ValueError('a 0-d output with strided operands cannot happen')")
         return lines
+    if config.INDEXED:
+        views = ", ".join(bnames) + ("," if len(bnames) == 1 else "")
+        lines += [
+            f"    views = ({views})",
+            "    if (out.numel() < 2**31 and all(v.stride(-1) in (0, 1) for v in views)",
+            "            and max(sum((n - 1) * s for n, s in zip(v.shape, v.stride())) for v in views) < 2**31):",
+            "        # every operand's last dim is contiguous or broadcast: one 1-D pass, each operand's offset",
+            "        # computed from the flat output index",
+            "        numel = out.numel()",
+            f"        {k}_indexed_kernel[(triton.cdiv(numel, BLOCK),)](",
+            f"            out, {', '.join(f'{b}, *{b}.stride()' for b in bnames)},",
+            "            *shape[1:], numel, BLOCK=BLOCK, num_warps=NUM_WARPS,",
+            "        )",
+            "        return out",
+        ]
     lines.append("    # broadcast or strided operands: 2-D tiles over the last two dims, each operand read through its strides")
     if rank < 2:
         pad = 2 - rank
@@ -157,6 +211,8 @@ def emit(rec, config: PointwiseConfig, note: str) -> str:
     kernels = "\n".join(_flat_kernel(k, prog))
     if prog.rank > 0:
         kernels += "\n\n\n" + "\n".join(_tiled_kernel(k, prog))
+        if config.INDEXED:
+            kernels += "\n\n\n" + "\n".join(_indexed_kernel(k, prog))
     parts = [header(rec.task_name, "pointwise", rec.describe(), note or describe(config), uses_math=prog.rank > 2)]
     parts += ["", helpers_for(kernels) + kernels, "", "", "\n".join(_launcher(k, prog, config))]
     parts.append("")
