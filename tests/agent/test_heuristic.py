@@ -277,7 +277,7 @@ def test_the_indexed_pointwise_kernel_runs_where_the_layouts_allow_and_is_correc
     # keeps the tiles; gelu: a whole contiguous operand keeps the flat pass
     result = interpreted[f"{name}_indexed"]
     assert_correct(result, name)
-    assert result["compute_ops"] == []
+    assert result["static"] is None and result["compute_ops"] == []     # the verifier's checks would pass
     assert [k.rsplit("_", 2)[-2] for k in result["launched"]] == [kernel]
 
 

@@ -111,8 +111,12 @@ def _indexed_kernel(k: str, prog: PointwiseProgram) -> list[str]:
     for d in range(1, rank):
         lines.append(f"    size{d},  # size of output dim {d}")
     lines += [
-        "    numel,  # elements of the output (below 2**31: the index arithmetic is 32-bit)",
+        "    numel,  # elements of the output (numel + BLOCK below 2**31: the index arithmetic is 32-bit)",
         "    BLOCK: tl.constexpr,  # elements per program",
+    ]
+    for op in ops:
+        lines.append(f"    {op.name}_FLAT: tl.constexpr,  # {op.expr} has the output's contiguous layout: read at offs")
+    lines += [
         "):",
         "    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)",
         "    mask = offs < numel",
@@ -124,7 +128,11 @@ def _indexed_kernel(k: str, prog: PointwiseProgram) -> list[str]:
         lines.append(f"    rest = rest // size{d}")
     lines.append("    i0 = rest")
     for op in ops:
-        lines.append(f"    {op.name}_off = {' + '.join(f'i{d} * {op.name}_s{d}' for d in range(rank))}")
+        # an operand laid out like the output is read at offs itself, so its loads stay vectorised
+        lines += [f"    if {op.name}_FLAT:",
+                  f"        {op.name}_off = offs",
+                  "    else:",
+                  f"        {op.name}_off = {' + '.join(f'i{d} * {op.name}_s{d}' for d in range(rank))}"]
     writer = ExprWriter(ops, load=lambda i: f"tl.load({ops[i].name}_ptr + {ops[i].name}_off, mask=mask, other={_other(prog, i)})")
     result = writer.value(prog.out)
     lines += writer.lines
@@ -166,14 +174,17 @@ def _launcher(k: str, prog: PointwiseProgram, config: PointwiseConfig) -> list[s
         views = ", ".join(bnames) + ("," if len(bnames) == 1 else "")
         lines += [
             f"    views = ({views})",
-            "    if (out.numel() < 2**31 and all(v.stride(-1) in (0, 1) for v in views)",
+            "    # 32-bit index arithmetic: the last block's offsets (up to numel + BLOCK) must stay below 2**31",
+            "    if (out.numel() + BLOCK < 2**31 and all(v.stride(-1) in (0, 1) for v in views)",
             "            and max(sum((n - 1) * s for n, s in zip(v.shape, v.stride())) for v in views) < 2**31):",
             "        # every operand's last dim is contiguous or broadcast: one 1-D pass, each operand's offset",
             "        # computed from the flat output index",
             "        numel = out.numel()",
             f"        {k}_indexed_kernel[(triton.cdiv(numel, BLOCK),)](",
             f"            out, {', '.join(f'{b}, *{b}.stride()' for b in bnames)},",
-            "            *shape[1:], numel, BLOCK=BLOCK, num_warps=NUM_WARPS,",
+            "            *shape[1:], numel, BLOCK=BLOCK,",
+            *[f"            {n}_FLAT={b}.is_contiguous()," for n, b in zip(names, bnames)],
+            "            num_warps=NUM_WARPS,",
             "        )",
             "        return out",
         ]
