@@ -27,6 +27,31 @@ def _other(program: PointwiseProgram, i: int) -> str:
     return "0.0" if kind_of(Load(i), program.operands) == "f" else "0"
 
 
+def _strided_params(prog: PointwiseProgram, rank: int) -> list[str]:
+    """Each operand's pointer and its strides over the output's `rank` dims, as kernel parameters."""
+    return [f"    {op.name}_ptr, {', '.join(f'{op.name}_s{d}' for d in range(rank))},  # {op.expr}; its strides "
+            "over the output's dims (0 where broadcast)" for op in prog.operands]
+
+
+def _unravel(dims: int) -> list[str]:
+    """Split the flat index in `rest` into i0 .. i{dims-1} over size1 .. size{dims-1}, last dim first."""
+    lines = []
+    for d in range(dims - 1, 0, -1):
+        lines += [f"    i{d} = rest % size{d}", f"    rest = rest // size{d}"]
+    return lines + ["    i0 = rest"]
+
+
+def _compute_and_store(prog: PointwiseProgram, offset: str, out_offset: str, before_store=()) -> list[str]:
+    """Load each operand at `offset` (a format with {name}), compute the program, store at `out_offset`
+    (computed by the lines `before_store`, where given)."""
+    ops = prog.operands
+    writer = ExprWriter(ops, load=lambda i: f"tl.load({ops[i].name}_ptr + {offset.format(name=ops[i].name)}, "
+                                            f"mask=mask, other={_other(prog, i)})")
+    result = writer.value(prog.out)
+    store = f"    tl.store(out_ptr + {out_offset}, {store_value(result, prog.out_dtype)}, mask=mask)"
+    return writer.lines + [*before_store, store]
+
+
 def _flat_kernel(k: str, prog: PointwiseProgram) -> list[str]:
     ops = prog.operands
     lines = [
@@ -43,11 +68,7 @@ def _flat_kernel(k: str, prog: PointwiseProgram) -> list[str]:
         "    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)",
         "    mask = offs < numel",
     ]
-    writer = ExprWriter(ops, load=lambda i: f"tl.load({ops[i].name}_ptr + offs, mask=mask, other={_other(prog, i)})")
-    result = writer.value(prog.out)
-    lines += writer.lines
-    lines.append(f"    tl.store(out_ptr + offs, {store_value(result, prog.out_dtype)}, mask=mask)")
-    return lines
+    return lines + _compute_and_store(prog, "offs", "offs")
 
 
 def _tiled_kernel(k: str, prog: PointwiseProgram) -> list[str]:
@@ -58,10 +79,8 @@ def _tiled_kernel(k: str, prog: PointwiseProgram) -> list[str]:
         "@triton.jit",
         f"def {k}_tiled_kernel(",
         "    out_ptr,  # output, contiguous",
+        *_strided_params(prog, rank),
     ]
-    for op in ops:
-        strides = ", ".join(f"{op.name}_s{d}" for d in range(rank))
-        lines.append(f"    {op.name}_ptr, {strides},  # {op.expr}; its strides over the output's dims (0 where broadcast)")
     for d in range(1, lead):
         lines.append(f"    size{d},  # size of output dim {d}")
     lines += [
@@ -80,21 +99,13 @@ def _tiled_kernel(k: str, prog: PointwiseProgram) -> list[str]:
         "    c = c.to(tl.int64)",
     ]
     if lead:
-        lines.append("    rest = lead.to(tl.int64)")
-        for d in range(lead - 1, 0, -1):
-            lines.append(f"    i{d} = rest % size{d}")
-            lines.append(f"    rest = rest // size{d}")
-        lines.append("    i0 = rest")
+        lines += ["    rest = lead.to(tl.int64)", *_unravel(lead)]
     for op in ops:
         terms = [f"i{d} * {op.name}_s{d}" for d in range(lead)]
         terms += [f"r * {op.name}_s{lead}", f"c * {op.name}_s{lead + 1}"]
         lines.append(f"    {op.name}_off = {' + '.join(terms)}")
-    writer = ExprWriter(ops, load=lambda i: f"tl.load({ops[i].name}_ptr + {ops[i].name}_off, mask=mask, other={_other(prog, i)})")
-    result = writer.value(prog.out)
-    lines += writer.lines
-    lines.append("    out_off = lead.to(tl.int64) * rows * cols + r * cols + c")
-    lines.append(f"    tl.store(out_ptr + out_off, {store_value(result, prog.out_dtype)}, mask=mask)")
-    return lines
+    return lines + _compute_and_store(prog, "{name}_off", "out_off",
+                                      ["    out_off = lead.to(tl.int64) * rows * cols + r * cols + c"])
 
 
 def _indexed_kernel(k: str, prog: PointwiseProgram) -> list[str]:
@@ -104,10 +115,8 @@ def _indexed_kernel(k: str, prog: PointwiseProgram) -> list[str]:
         "@triton.jit",
         f"def {k}_indexed_kernel(",
         "    out_ptr,  # output, contiguous",
+        *_strided_params(prog, rank),
     ]
-    for op in ops:
-        strides = ", ".join(f"{op.name}_s{d}" for d in range(rank))
-        lines.append(f"    {op.name}_ptr, {strides},  # {op.expr}; its strides over the output's dims (0 where broadcast)")
     for d in range(1, rank):
         lines.append(f"    size{d},  # size of output dim {d}")
     lines += [
@@ -122,22 +131,15 @@ def _indexed_kernel(k: str, prog: PointwiseProgram) -> list[str]:
         "    mask = offs < numel",
         "    # the output index of each element, last dim first",
         "    rest = offs",
+        *_unravel(rank),
     ]
-    for d in range(rank - 1, 0, -1):
-        lines.append(f"    i{d} = rest % size{d}")
-        lines.append(f"    rest = rest // size{d}")
-    lines.append("    i0 = rest")
     for op in ops:
         # an operand laid out like the output is read at offs itself, so its loads stay vectorised
         lines += [f"    if {op.name}_FLAT:",
                   f"        {op.name}_off = offs",
                   "    else:",
                   f"        {op.name}_off = {' + '.join(f'i{d} * {op.name}_s{d}' for d in range(rank))}"]
-    writer = ExprWriter(ops, load=lambda i: f"tl.load({ops[i].name}_ptr + {ops[i].name}_off, mask=mask, other={_other(prog, i)})")
-    result = writer.value(prog.out)
-    lines += writer.lines
-    lines.append(f"    tl.store(out_ptr + offs, {store_value(result, prog.out_dtype)}, mask=mask)")
-    return lines
+    return lines + _compute_and_store(prog, "{name}_off", "offs")
 
 
 def _launcher(k: str, prog: PointwiseProgram, config: PointwiseConfig) -> list[str]:
