@@ -307,36 +307,42 @@ def ncu_problem(output: str) -> str | None:
     return None
 
 
+def _collect(ncu: str) -> list[str]:
+    """What every profiling run of ncu shares: the "kgen" NVTX range only, clocks left to the card."""
+    return [ncu, "--clock-control", "none", "--nvtx", "--nvtx-include", f"{NVTX_RANGE}/", "--target-processes", "all"]
+
+
+def _child(job_path: Path) -> list[str]:
+    return [sys.executable, "-m", "profiler.ncu_child", str(job_path)]
+
+
+def _sections() -> list[str]:
+    return [arg for section in SECTIONS for arg in ("--section", section)]
+
+
+def _page(page: str) -> list[str]:
+    """The CSV page to print: "raw" (the METRICS, one row per launch) or "details" (sections and rules)."""
+    if page == "raw":
+        return ["--page", "raw", "--metrics", ",".join(METRICS)]
+    return ["--page", "details", "--print-details", "all"]
+
+
 def ncu_argv(ncu: str, page: str, log_file: Path, job_path: Path) -> list[str]:
     """The command line for one ncu pass ("raw" or "details") over the child."""
-    argv = [ncu, "--clock-control", "none", "--nvtx", "--nvtx-include", f"{NVTX_RANGE}/",
-            "--target-processes", "all", "--csv", "--print-units", "base", "--log-file", str(log_file)]
-    if page == "raw":
-        argv += ["--page", "raw", "--metrics", ",".join(METRICS)]
-    else:
-        argv += ["--page", "details", "--print-details", "all"]
-        for section in SECTIONS:
-            argv += ["--section", section]
-    return argv + [sys.executable, "-m", "profiler.ncu_child", str(job_path)]
+    return (_collect(ncu) + ["--csv", "--print-units", "base", "--log-file", str(log_file)] + _page(page)
+            + (_sections() if page != "raw" else []) + _child(job_path))
 
 
 def ncu_export_argv(ncu: str, report: Path, job_path: Path) -> list[str]:
     """The command line for one ncu pass over the child that collects the raw metrics and the
     sections into one report file (`report`, ending in .ncu-rep)."""
-    argv = [ncu, "--clock-control", "none", "--nvtx", "--nvtx-include", f"{NVTX_RANGE}/",
-            "--target-processes", "all", "--export", str(report), "--force-overwrite",
-            "--metrics", ",".join(METRICS)]
-    for section in SECTIONS:
-        argv += ["--section", section]
-    return argv + [sys.executable, "-m", "profiler.ncu_child", str(job_path)]
+    return (_collect(ncu) + ["--export", str(report), "--force-overwrite", "--metrics", ",".join(METRICS)]
+            + _sections() + _child(job_path))
 
 
 def ncu_import_argv(ncu: str, report: Path, page: str) -> list[str]:
     """The command line that prints one page ("raw" or "details") of a report as CSV."""
-    argv = [ncu, "--import", str(report), "--csv", "--print-units", "base"]
-    if page == "raw":
-        return argv + ["--page", "raw", "--metrics", ",".join(METRICS)]
-    return argv + ["--page", "details", "--print-details", "all"]
+    return [ncu, "--import", str(report), "--csv", "--print-units", "base"] + _page(page)
 
 
 def import_page(ncu: str, report: Path, page: str, timeout_s: float) -> str:
@@ -411,11 +417,13 @@ def profile_candidate(task, source: str, *, timeout_s: float = 300.0, ncu: str |
     ncu_path = ncu or find_ncu()
     with tempfile.TemporaryDirectory(prefix="kgen-profile-") as tmp:
         workdir = Path(tmp)
-        if ncu_path is None:
+
+        def without_counters(why: str) -> Diagnosis:
             return fallback.profile_fallback(task, source, timeout_s=timeout_s, seed=seed, workdir=workdir,
-                                             peaks_override=peaks_override,
-                                             notes=["ncu not found (PATH, KGEN_NCU, /opt/nvidia/nsight-compute): "
-                                                    "no hardware counters"])
+                                             peaks_override=peaks_override, notes=[why])
+
+        if ncu_path is None:
+            return without_counters("ncu not found (PATH, KGEN_NCU, /opt/nvidia/nsight-compute): no hardware counters")
         job_path = write_job(workdir, task, source, mode="ncu", count_work=True, seed=seed)
         passes: dict[str, float] = {}
         notes: list[str] = []
@@ -429,8 +437,7 @@ def profile_candidate(task, source: str, *, timeout_s: float = 300.0, ncu: str |
             passes["ncu (metrics and sections, one pass)"] = time.perf_counter() - t0
             problem = ncu_problem(run.stdout + "\n" + run.stderr)
             if problem:
-                return fallback.profile_fallback(task, source, timeout_s=timeout_s, seed=seed, workdir=workdir,
-                                                 peaks_override=peaks_override, notes=[problem])
+                return without_counters(problem)
             if report.exists():
                 t0 = time.perf_counter()
                 raw_text = import_page(ncu_path, report, "raw", timeout_s)
@@ -443,6 +450,7 @@ def profile_candidate(task, source: str, *, timeout_s: float = 300.0, ncu: str |
                 notes.append("one ncu pass into a report gave no kernel rows"
                              + (f" ({tail[0][:160]})" if tail else "") + ": profiled again in two passes")
                 two_passes, details_text = True, None
+                # written again: the profiled run could write to its folder, candidate.py included
                 job_path = write_job(workdir, task, source, mode="ncu", count_work=True, seed=seed)
         if two_passes:
             raw_log = workdir / "raw.csv"
@@ -452,8 +460,7 @@ def profile_candidate(task, source: str, *, timeout_s: float = 300.0, ncu: str |
             raw_text = (raw_log.read_text(errors="replace") if raw_log.exists() else "") + "\n" + run.stdout
             problem = ncu_problem(raw_text + "\n" + run.stderr)
             if problem:
-                return fallback.profile_fallback(task, source, timeout_s=timeout_s, seed=seed, workdir=workdir,
-                                                 peaks_override=peaks_override, notes=[problem])
+                return without_counters(problem)
             kernels = parse_raw_csv(raw_text)
         if run.timed_out:
             notes.append(f"ncu run timed out after {timeout_s:g} s")
