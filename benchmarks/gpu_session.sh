@@ -4,7 +4,8 @@
 #   bash benchmarks/gpu_session.sh STAGE...
 # stages: baselines verifier timing profile gputests agent leaderboard handwritten, each inside one
 # 10-minute call except leaderboard: it is resumable (run the stage again, results/ carried back, and
-# finished tasks are skipped; LB_ITERS rounds a task, default 2; TIMING graph|events, default graph).
+# finished tasks are skipped; LB_ITERS rounds a task, default 2; TIMING graph|events, default graph;
+# LB_SECONDS stops a board as Ctrl-C does; LB_GPUS=0,1 spreads it over GPUs).
 # baselines times eager and both torch.compile modes for all 18 tasks (15-40 s a task on an H200) into
 # the cache under results/baselines. One GPU per run: on a 2-GPU host, two runs side by side with
 # CUDA_VISIBLE_DEVICES=0 and =1 and their own OUT.
@@ -67,14 +68,16 @@ P
   tail -20 "$OUT/baselines.log" ;;
 leaderboard)
   # Resumable: run the stage again (with results/ carried back) and finished tasks are skipped.
-  python3 -m agent leaderboard tasks/suite-h200.txt --proposer heuristic --max-iters "${LB_ITERS:-2}" --keep-going \
-    --timing "$TIMING" --name "h200-heuristic-$TIMING" >> "$OUT/leaderboard.log" 2>&1
+  # LB_SECONDS: stop (as Ctrl-C does, finished tasks kept) after that long, to fit a time-limited call.
+  timeout -s INT "${LB_SECONDS:-86400}" python3 -m agent leaderboard tasks/suite-h200.txt --proposer heuristic \
+    --max-iters "${LB_ITERS:-2}" --keep-going --timing "$TIMING" --name "h200-heuristic-$TIMING" ${LB_GPUS:+--gpus $LB_GPUS} \
+    >> "$OUT/leaderboard.log" 2>&1
   cp "results/leaderboards/h200-heuristic-$TIMING/leaderboard.md" "$OUT/leaderboard_heuristic.md"
   python3 benchmarks/heuristic_report.py results > "$OUT/heuristic_table.md" 2>&1
   tail -30 "$OUT/heuristic_table.md" ;;
 handwritten)
-  python3 -m agent leaderboard tasks --verify-only tests/verifier/candidates/good --timing "$TIMING" \
-    --name "h200-handwritten-$TIMING" >> "$OUT/leaderboard.log" 2>&1
+  timeout -s INT "${LB_SECONDS:-86400}" python3 -m agent leaderboard tasks --verify-only tests/verifier/candidates/good \
+    --timing "$TIMING" --name "h200-handwritten-$TIMING" >> "$OUT/leaderboard.log" 2>&1
   cp "results/leaderboards/h200-handwritten-$TIMING/leaderboard.md" "$OUT/leaderboard_handwritten.md"
   tail -30 "$OUT/leaderboard_handwritten.md" ;;
 gputests)
