@@ -73,7 +73,7 @@ leaderboard)
     --max-iters "${LB_ITERS:-2}" --keep-going --timing "$TIMING" --name "h200-heuristic-$TIMING" ${LB_GPUS:+--gpus $LB_GPUS} \
     >> "$OUT/leaderboard.log" 2>&1
   cp "results/leaderboards/h200-heuristic-$TIMING/leaderboard.md" "$OUT/leaderboard_heuristic.md"
-  python3 benchmarks/heuristic_report.py results > "$OUT/heuristic_table.md" 2>&1
+  python3 benchmarks/heuristic_report.py results --board "h200-heuristic-$TIMING" > "$OUT/heuristic_table.md" 2>&1
   tail -30 "$OUT/heuristic_table.md" ;;
 handwritten)
   timeout -s INT "${LB_SECONDS:-86400}" python3 -m agent leaderboard tasks --verify-only tests/verifier/candidates/good \

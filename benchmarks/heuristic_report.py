@@ -26,10 +26,17 @@ def _load(path: Path) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("results", type=Path)
+    ap.add_argument("--board", help="only the runs of this leaderboard (results/leaderboards/NAME)")
     args = ap.parse_args()
     db = sqlite3.connect(args.results / "kgen.sqlite")
     db.row_factory = sqlite3.Row
     runs = db.execute("select * from runs where proposer = 'heuristic' order by started_at").fetchall()
+    if args.board:
+        board = _load(args.results / "leaderboards" / args.board / "leaderboard.json")
+        if not board:
+            raise SystemExit(f"no leaderboard named {args.board} under {args.results}")
+        wanted = {row.get("run_id") for row in board["rows"]}
+        runs = [run for run in runs if run["run_id"] in wanted]
     rows, walks, speedups, walk_wins, covered = [], [], [], 0, 0
     for run in runs:
         attempts = db.execute("select * from attempts where run_id = ? order by number", (run["run_id"],)).fetchall()
