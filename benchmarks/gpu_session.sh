@@ -5,7 +5,8 @@
 # stages: baselines verifier timing profile gputests agent leaderboard handwritten, each inside one
 # 10-minute call except leaderboard: it is resumable (run the stage again, results/ carried back, and
 # finished tasks are skipped; LB_ITERS rounds a task, default 2; TIMING graph|events, default graph;
-# LB_SECONDS stops a board as Ctrl-C does; LB_GPUS=0,1 spreads it over GPUs).
+# LB_SECONDS stops a board as Ctrl-C does; LB_GPUS=0,1 spreads it over GPUs; LB_SUFFIX starts a
+# board anew under another name).
 # baselines times eager and both torch.compile modes for all 18 tasks (15-40 s a task on an H200) into
 # the cache under results/baselines. One GPU per run: on a 2-GPU host, two runs side by side with
 # CUDA_VISIBLE_DEVICES=0 and =1 and their own OUT.
@@ -70,15 +71,15 @@ leaderboard)
   # Resumable: run the stage again (with results/ carried back) and finished tasks are skipped.
   # LB_SECONDS: stop (as Ctrl-C does, finished tasks kept) after that long, to fit a time-limited call.
   timeout -s INT "${LB_SECONDS:-86400}" python3 -m agent leaderboard tasks/suite-h200.txt --proposer heuristic \
-    --max-iters "${LB_ITERS:-2}" --keep-going --timing "$TIMING" --name "h200-heuristic-$TIMING" ${LB_GPUS:+--gpus $LB_GPUS} \
+    --max-iters "${LB_ITERS:-2}" --keep-going --timing "$TIMING" --name "h200-heuristic-$TIMING${LB_SUFFIX:-}" ${LB_GPUS:+--gpus $LB_GPUS} \
     >> "$OUT/leaderboard.log" 2>&1
-  cp "results/leaderboards/h200-heuristic-$TIMING/leaderboard.md" "$OUT/leaderboard_heuristic.md"
-  python3 benchmarks/heuristic_report.py results --board "h200-heuristic-$TIMING" > "$OUT/heuristic_table.md" 2>&1
+  cp "results/leaderboards/h200-heuristic-$TIMING${LB_SUFFIX:-}/leaderboard.md" "$OUT/leaderboard_heuristic.md"
+  python3 benchmarks/heuristic_report.py results --board "h200-heuristic-$TIMING${LB_SUFFIX:-}" > "$OUT/heuristic_table.md" 2>&1
   tail -30 "$OUT/heuristic_table.md" ;;
 handwritten)
   timeout -s INT "${LB_SECONDS:-86400}" python3 -m agent leaderboard tasks --verify-only tests/verifier/candidates/good \
-    --timing "$TIMING" --name "h200-handwritten-$TIMING" >> "$OUT/leaderboard.log" 2>&1
-  cp "results/leaderboards/h200-handwritten-$TIMING/leaderboard.md" "$OUT/leaderboard_handwritten.md"
+    --timing "$TIMING" --name "h200-handwritten-$TIMING${LB_SUFFIX:-}" >> "$OUT/leaderboard.log" 2>&1
+  cp "results/leaderboards/h200-handwritten-$TIMING${LB_SUFFIX:-}/leaderboard.md" "$OUT/leaderboard_handwritten.md"
   tail -30 "$OUT/leaderboard_handwritten.md" ;;
 gputests)
   python3 -m pytest -m gpu -q -p no:cacheprovider -o addopts="" 2>&1 | tee "$OUT/pytest_gpu.log" | tail -25 ;;
