@@ -460,3 +460,43 @@ def test_notes_read_back_into_the_configuration_they_name():
     assert configs.parse_note("pointwise BLOCK=4096 TILE_C=128 num_warps=8: default") == (
         "pointwise", PointwiseConfig(BLOCK=4096, TILE_C=128, num_warps=8))
     assert "INDEXED" not in configs.Choice("pointwise", PointwiseConfig(), "why").note
+
+
+def _fixture_diagnosis(name: str) -> dict:
+    import json
+
+    return json.loads((Path(__file__).parent / "fixtures" / name).read_text())
+
+
+def test_busy_tensor_cores_with_waiting_warps_lead_to_a_wider_tile():
+    # the H200's diagnosis of matmul_bf16 at 128x128x64 on 4 warps: compute-bound, tensor cores 78% active,
+    # wait 27% and barrier 23% of stall cycles, 2 blocks an SM (registers and shared memory)
+    diag = _fixture_diagnosis("h200_matmul_bf16_diagnosis.json")
+    best = MatmulConfig(BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, GROUP_M=8, num_warps=4, num_stages=3)
+    first, second = configs.next_round(MATMUL, best, diag, on_gpu=True, n=2, tried={configs.launch_key("matmul", best, MATMUL)})
+    assert first.config == MatmulConfig(BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, GROUP_M=8, num_warps=4, num_stages=4)
+    assert second.config == MatmulConfig(BLOCK_M=128, BLOCK_N=256, BLOCK_K=64, GROUP_M=8, num_warps=8, num_stages=3)
+    assert "tensor cores 78% active, wait 27% and barrier 23% of stall cycles → a wider tile" in second.note
+    assert configs.valid("matmul", second.config, MATMUL, on_gpu=True)
+
+
+def test_the_wider_tile_needs_tensor_cores_and_16_bit_operands():
+    waiting = dict(bound="compute", sm_sol_pct=70.0, stalls=[("wait", 0.3), ("barrier", 0.2)])
+    fp32 = Problem("matmul", "float32", m=4096, n=4096, k=4096)
+    fp32_base = MatmulConfig(BLOCK_M=128, BLOCK_N=128, BLOCK_K=32, GROUP_M=8, num_warps=8, num_stages=3)
+    for problem, cfg, diag in ((MATMUL, BASE, diagnosis(tensor_core_pct=5.0, **waiting)),
+                               (fp32, fp32_base, diagnosis(tensor_core_pct=80.0, **waiting))):
+        assert all("wider tile" not in c.note for c in configs.next_round(problem, cfg, diag, on_gpu=True, n=8, tried=set()))
+
+
+def test_looped_rows_waiting_on_memory_try_more_warps_before_wider_steps():
+    # the H200's diagnosis of log_softmax (4096 rows x 50257, looped over the row): long_scoreboard 75%,
+    # occupancy 48% limited by registers; wider steps (LOOP_BLOCK 8192) measured slower there
+    diag = _fixture_diagnosis("h200_log_softmax_looped_diagnosis.json")
+    problem = Problem("rowwise", "float32", rows=4096, row_len=50257)
+    best = RowConfig(ONE_PASS_MAX=16384, LOOP_BLOCK=4096, TILE=4096, num_warps=8)
+    first, second = configs.next_round(problem, best, diag, on_gpu=True, n=2,
+                                       tried={configs.launch_key("rowwise", best, problem)})
+    assert first.config == RowConfig(ONE_PASS_MAX=16384, LOOP_BLOCK=4096, TILE=4096, num_warps=16)
+    assert "long_scoreboard 75% of stall cycles → more warps to hide memory latency" in first.note
+    assert second.config.LOOP_BLOCK == 8192

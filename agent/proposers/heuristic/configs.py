@@ -341,6 +341,7 @@ def _matmul_moves(cfg: MatmulConfig, p: Problem, diag: dict, sms: int) -> list[t
             moves.append((_with(cfg, num_stages=cfg.num_stages + 1), f"{what} → more independent loads in flight"))
         elif kind == "not_selected":
             moves.append((_with(cfg, num_warps=cfg.num_warps // 2), f"{what} → fewer warps competing to issue"))
+    moves += _wider_mma_tile(cfg, p, diag)
     smaller = _smaller_tile(cfg)
     # half the tile on half the warps: the same registers per thread, half per block, so more blocks fit
     second = (_with(smaller, num_warps=cfg.num_warps // 2), "smaller tiles on fewer warps, half the registers per block")
@@ -351,6 +352,23 @@ def _matmul_moves(cfg: MatmulConfig, p: Problem, diag: dict, sms: int) -> list[t
     if diag.get("bound") == "memory" and mem is not None:
         moves.append((_with(cfg, GROUP_M=cfg.GROUP_M * 2), f"memory-bound at {mem:.0f}% of SOL → larger GROUP_M, more L2 reuse"))
     return moves
+
+
+def _wider_mma_tile(cfg: MatmulConfig, p: Problem, diag: dict) -> list[tuple[Config, str]]:
+    """Tensor cores busy and warps waiting on each other: a 128x256 tile on two warp groups.
+
+    Each K step of a wider tile issues twice the MMA work per barrier and per byte loaded from
+    shared memory; on Hopper 128x256 on 8 warps is the usual shape for a large 16-bit GEMM.
+    """
+    tensor = _number(diag.get("tensor_core_pct"))
+    waiting = {kind: share for kind, share in stalls(diag) if kind in ("wait", "barrier") and share >= 10}
+    if diag.get("bound") != "compute" or p.elem_bytes != 2 or tensor is None or tensor < 50 or not waiting \
+            or cfg.BLOCK_N > 128 or cfg.BLOCK_M < 128:
+        return []
+    seen = " and ".join(f"{kind} {share:.0f}%" for kind, share in waiting.items())
+    return [(_with(cfg, BLOCK_N=cfg.BLOCK_N * 2, num_warps=8),
+             f"tensor cores {tensor:.0f}% active, {seen} of stall cycles → a wider tile on two warp groups: "
+             f"more MMA work per barrier and per loaded byte")]
 
 
 def _smaller_tile(cfg: MatmulConfig) -> MatmulConfig:
@@ -428,11 +446,16 @@ def _row_moves(cfg: RowConfig, p: Problem, diag: dict) -> list[tuple[Config, str
             break
         what = f"{kind} {share:.0f}% of stall cycles"
         if kind in ("long_scoreboard", "lg_throttle"):
+            more_warps = (_with(cfg, num_warps=cfg.num_warps * 2), f"{what} → more warps to hide memory latency")
             if mode == "looped":
+                # NOTE: wider steps first was slower on the H200 every time it was tried (log_softmax
+                # 0.84 -> 1.35 ms, cross_entropy 0.57 -> 0.61 ms at LOOP_BLOCK 4096 -> 8192): twice the
+                # values per thread cost more occupancy than they added loads in flight
+                moves.append(more_warps)
                 moves.append((_with(cfg, LOOP_BLOCK=cfg.LOOP_BLOCK * 2), f"{what} → wider steps along the row, more loads in flight"))
             else:
                 moves.append((_with(cfg, TILE=cfg.TILE * 2), f"{what} → more rows per program, more loads in flight"))
-            moves.append((_with(cfg, num_warps=cfg.num_warps * 2), f"{what} → more warps to hide memory latency"))
+                moves.append(more_warps)
         elif kind in ("barrier", "membar", "short_scoreboard", "mio_throttle"):
             moves.append((_with(cfg, num_warps=cfg.num_warps // 2), f"{what} → fewer warps in each row's cross-warp reduction"))
     if mode == "one_pass":
