@@ -78,9 +78,9 @@ def _warm_up() -> None:
 
     The guard's snapshot (verifier.integrity) is still taken once the job is here, before the candidate
     is imported; the modules imported here are the ones that snapshot imports first anyway."""
-    import torch
-
     try:
+        import torch
+
         if not torch.cuda.is_available():
             # NOTE: without a GPU the job can only be a CPU one: set what run_job sets before triton is imported.
             os.environ["TRITON_INTERPRET"] = "1"
