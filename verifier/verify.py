@@ -85,7 +85,8 @@ class WorkerPool:
 
     take() is thread-safe (the loop verifies candidates in parallel threads on a CPU). At most one worker
     waits idle. NOTE: on a GPU an idle worker holds a CUDA context but launches nothing, so it does not
-    disturb the timing of the job running next to it.
+    disturb the timing of the job running next to it; its start-up (imports, then creating that context)
+    runs alongside the job it follows.
     """
 
     def __init__(self, output_cap_bytes: int = VerifyConfig.output_cap_bytes):
@@ -108,7 +109,8 @@ class WorkerPool:
 
     def verify(self, task: Task, source: str, config: VerifyConfig = VerifyConfig()) -> VerifyResult:
         """verify() on a warm worker: the same verdict, less waiting."""
-        return verify(task, source, config, worker=self.take())
+        with self.take() as worker:
+            return verify(task, source, config, worker=worker)
 
     def close(self) -> None:
         """Stop the idle worker; workers already taken end with their jobs."""
