@@ -31,7 +31,9 @@ State is plain JSON (dicts and lists) and checkpointed after every node in
 
 Dependencies are injected (`proposer`, `verify_fn`, `profile_fn`), so the same
 loop runs with the real verifier and profiler, or with any others that keep
-their signatures.
+their signatures. The default verify_fn takes each candidate's sandboxed worker
+from a `verifier.verify.WorkerPool`: started ahead, while the loop does its own
+work, and closed however the loop ends.
 """
 
 from __future__ import annotations
@@ -41,7 +43,7 @@ import os
 import sqlite3
 import time
 from concurrent.futures import Future, ThreadPoolExecutor, as_completed
-from contextlib import closing
+from contextlib import closing, nullcontext
 from pathlib import Path
 from typing import Any, Callable, TypedDict
 
@@ -126,12 +128,6 @@ def make_proposer(config: OptimizeConfig, task: Task) -> Proposer:
             "set OPENAI_API_KEY (OpenAI), or OPENAI_BASE_URL / --base-url for any OpenAI-compatible "
             "endpoint (vLLM, SGLang, Ollama), and --model") from exc
     return HeuristicProposer(task)
-
-
-def default_verify_fn() -> VerifyFn:
-    from verifier.verify import verify
-
-    return verify
 
 
 def default_profile_fn(device: str, config: OptimizeConfig) -> ProfileFn | None:
@@ -593,7 +589,6 @@ def optimize(task_path: str | Path | None, config: OptimizeConfig, *, resume: st
         run = None
 
     proposer = proposer or make_proposer(config, task)
-    verify_fn = verify_fn or default_verify_fn()
     if profile_fn is _DEFAULT:
         profile_fn = default_profile_fn(device, config)
 
@@ -611,11 +606,16 @@ def optimize(task_path: str | Path | None, config: OptimizeConfig, *, resume: st
 
     verify_config = VerifyConfig(device=device, timeout_s=config.verify_timeout_s,
                                  cache_dir=store.root / "baselines", timing=config.timing)
-    loop = OptimizeLoop(task=task, config=config, proposer=proposer, store=store, run=run, verify_fn=verify_fn,
-                        profile_fn=profile_fn, verify_config=verify_config, on_event=on_event,
-                        wall_before_s=run.wall_s)
     conn, saver = _checkpointer(store)
-    with closing(conn):
+    pool = None
+    if verify_fn is None:
+        from verifier.verify import WorkerPool
+
+        pool = WorkerPool(verify_config.output_cap_bytes)
+    loop = OptimizeLoop(task=task, config=config, proposer=proposer, store=store, run=run,
+                        verify_fn=pool.verify if pool else verify_fn, profile_fn=profile_fn,
+                        verify_config=verify_config, on_event=on_event, wall_before_s=run.wall_s)
+    with closing(conn), (pool or nullcontext()):
         app = loop.build(saver)
         thread = {"configurable": {"thread_id": run.run_id},
                   # each round is four steps; LangGraph's default limit (25) would end a long run early

@@ -409,25 +409,28 @@ def score_kernel(task_path: str | Path, kernel_path: str | Path, config, store: 
 
     Raises TaskError for an unusable task; a bad kernel is a stored verdict.
     """
-    from agent.graph import resolve_device
-    from verifier.records import VerifyConfig
-    from verifier.task import load_task
-    from verifier.verify import verify
+    from verifier.verify import prestart_worker, verify
 
-    task = load_task(task_path)
-    device, gpu = resolve_device(config.device)
-    data = Path(kernel_path).read_bytes()
-    # a file that is not UTF-8 is a bad candidate, not kgen's error: it gets a verdict
-    source = data.decode("utf-8", errors="replace")
-    run = Run(run_id=new_run_id(task.name), task=task.name, task_path=str(task.path.resolve()),
-              config={**config.to_dict(), "kernel_path": str(Path(kernel_path).resolve())}, proposer="none",
-              backend=config.backend, device=device, gpu=gpu, started_at=utc_now())
-    store.create_run(run)
-    started = time.monotonic()
-    verify_config = VerifyConfig(device=device, timeout_s=config.verify_timeout_s, cache_dir=store.root / "baselines",
-                                 timing=config.timing)
-    begun = utc_now()
-    result = verify(task, source, verify_config)
+    # NOTE: the worker starts first: its start-up overlaps the task's loading and the device's look-up here
+    with prestart_worker() as worker:
+        from agent.graph import resolve_device
+        from verifier.records import VerifyConfig
+        from verifier.task import load_task
+
+        task = load_task(task_path)
+        device, gpu = resolve_device(config.device)
+        data = Path(kernel_path).read_bytes()
+        # a file that is not UTF-8 is a bad candidate, not kgen's error: it gets a verdict
+        source = data.decode("utf-8", errors="replace")
+        run = Run(run_id=new_run_id(task.name), task=task.name, task_path=str(task.path.resolve()),
+                  config={**config.to_dict(), "kernel_path": str(Path(kernel_path).resolve())}, proposer="none",
+                  backend=config.backend, device=device, gpu=gpu, started_at=utc_now())
+        store.create_run(run)
+        started = time.monotonic()
+        verify_config = VerifyConfig(device=device, timeout_s=config.verify_timeout_s,
+                                     cache_dir=store.root / "baselines", timing=config.timing)
+        begun = utc_now()
+        result = verify(task, source, verify_config, worker=worker)
     attempt = Attempt(run_id=run.run_id, number=1, round=1, status=result.status, reason=result.reason,
                       feedback=result.feedback, verify=result.to_dict(),
                       median_ms=result.timing.median_ms if result.timing else None, speedup=result.best_speedup,

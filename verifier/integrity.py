@@ -101,6 +101,21 @@ def _kept(value) -> bool:
             or hasattr(type(value), "__get__"))
 
 
+def import_watched() -> None:
+    """Import every module the guard watches (trusted code, nothing of the candidate's).
+
+    NOTE: entering a TorchDispatchMode imports torch._dynamo, which re-wraps torch.manual_seed; import it (and
+    everything else watched) before a snapshot, so the identities captured are the settled ones."""
+    import hashlib, hmac, json, json.decoder, json.encoder, json.scanner, secrets, statistics  # noqa: F401,E401
+    import threading, traceback  # noqa: F401,E401
+    import torch._dynamo  # noqa: F401
+    import torch.autograd.profiler, torch.profiler, torch.testing  # noqa: F401,E401
+    import torch.utils._python_dispatch, torch.overrides  # noqa: F401,E401
+    import triton, triton.runtime.autotuner, triton.runtime.interpreter, triton.runtime.jit  # noqa: F401,E401
+    for name in VERIFIER_MODULES:
+        __import__(name)
+
+
 class Guard:
     """Identity snapshot of what the harness relies on; see the module docstring."""
 
@@ -113,17 +128,7 @@ class Guard:
 
     @classmethod
     def capture(cls) -> "Guard":
-        # NOTE: entering a TorchDispatchMode imports torch._dynamo, which re-wraps torch.manual_seed;
-        # import it (and everything else watched) first, so the identities captured here are the settled ones.
-        import hashlib, hmac, json, json.decoder, json.encoder, json.scanner, secrets, statistics  # noqa: F401,E401
-        import threading, traceback  # noqa: F401,E401
-        import torch._dynamo  # noqa: F401
-        import torch.autograd.profiler, torch.profiler, torch.testing  # noqa: F401,E401
-        import torch.utils._python_dispatch, torch.overrides  # noqa: F401,E401
-        import triton, triton.runtime.autotuner, triton.runtime.interpreter, triton.runtime.jit  # noqa: F401,E401
-        for name in VERIFIER_MODULES:
-            __import__(name)
-
+        import_watched()
         # NOTE: `python -m verifier.worker` runs the worker as __main__, a module of its own.
         running = ["__main__"] if getattr(getattr(sys.modules.get("__main__"), "__spec__", None), "name", "") \
             == "verifier.worker" else []

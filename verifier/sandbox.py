@@ -5,9 +5,22 @@
     res.message  # the child's signed verdict, or None
     res.limit    # "" or why the sandbox killed it ("started too many threads: 4101 > 4096")
 
+    from verifier.sandbox import Sandbox
+    with Sandbox([sys.executable, "-m", "verifier.worker"]) as box:  # started now: it imports while we work
+        ...
+        res = box.run(job, timeout_s=120)   # the limit and res.wall_s count from the job's hand-over
+
+A `Sandbox` starts the process before its job exists: the child gets the
+channel's key at once and its job when run() is called, so its start-up
+overlaps the caller's own. It runs one job; an unused one is killed and its
+directory and cgroups removed on close(), on garbage collection, at the
+parent's exit, or by the watchdog after MAX_IDLE_S without a job.
+`run_sandboxed` is the one-shot form: key and job in one line.
+
 What is isolated:
 - a fresh Python process per run, in its own process group and session; on
-  timeout the whole group is killed (SIGKILL), grandchildren included;
+  timeout the whole group is killed (SIGKILL), grandchildren included (a
+  pre-started child's time limit counts from the hand-over of its job);
 - its own temporary working directory (also $HOME and $TMPDIR), removed afterwards;
 - an environment scrubbed of secrets: every variable whose name contains KEY,
   TOKEN, SECRET, PASSWORD or CREDENTIAL, and every OPENAI_* variable, is removed;
@@ -60,7 +73,7 @@ machine you can afford to lose.
 
 `python -m verifier.sandbox --confine DIR... -- PROGRAM ARGS...` is the launcher
 that applies the read-only file system inside the new mount namespace and then
-executes PROGRAM; run_sandboxed puts it in front of the child's command.
+executes PROGRAM; a Sandbox puts it in front of the child's command.
 """
 
 from __future__ import annotations
@@ -78,6 +91,7 @@ import sys
 import tempfile
 import threading
 import time
+import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -93,6 +107,7 @@ MAX_TASKS = 2 * MAX_THREADS  # the pids cgroup's hard cap (the watchdog acts fir
 MEMORY_FRACTION = 0.5      # of the machine's RAM, for the memory cgroup
 MAX_FILE_BYTES = 1 << 30   # largest file the child may write
 WATCH_INTERVAL_S = 0.1
+MAX_IDLE_S = 1800.0        # longest a pre-started child may wait for its job before the watchdog kills it
 
 
 @dataclass
@@ -106,7 +121,8 @@ class SandboxResult:
     message: dict | None             # the child's signed result message, if it sent exactly one
     channel_problem: str = ""        # why message is None, when it is
     isolation: list[str] = field(default_factory=list)
-    wall_s: float = 0.0
+    wall_s: float = 0.0              # from handing the job over to the end (pre-started: not the start-up before)
+    prestarted_s: float = 0.0        # how long a pre-started child ran before it got its job
     stdout_dropped: int = 0          # bytes beyond the cap
     stderr_dropped: int = 0
     limit: str = ""                  # why the sandbox killed the child for a limit (processes, threads, memory)
@@ -278,9 +294,15 @@ class _Watchdog(threading.Thread):
         self.root, self.max_processes, self.max_threads = root, max_processes, max_threads
         self.stop = threading.Event()
         self.exceeded = ""
+        self.idle_deadline: float | None = None   # time.monotonic() by which a pre-started child must get its job
 
     def run(self) -> None:
         while not self.stop.wait(WATCH_INTERVAL_S):
+            deadline = self.idle_deadline
+            if deadline is not None and time.monotonic() > deadline:
+                self.exceeded = "was pre-started and got no job in time"
+                _kill_all(self.root, members(self.root))
+                return
             found = members(self.root)
             if not found:
                 continue
@@ -362,6 +384,248 @@ def _memory_cap_bytes() -> int:
 # running
 
 
+class _ResultReader(threading.Thread):
+    """Reads the result pipe to its end, keeping at most one message's worth of bytes."""
+
+    def __init__(self, fd: int):
+        super().__init__(daemon=True)
+        self.fd = fd
+        self.chunks: list[bytes] = []
+
+    def run(self) -> None:
+        total = 0
+        with os.fdopen(self.fd, "rb") as f:
+            while chunk := f.read(65536):
+                total += len(chunk)
+                if total <= channel.MAX_MESSAGE_BYTES:
+                    self.chunks.append(chunk)
+
+
+def _write_and_close(stream, data: bytes) -> None:
+    try:
+        stream.write(data)
+        stream.close()
+    except (BrokenPipeError, OSError):
+        pass  # the child died before reading its job; its exit status says why
+
+
+class _Held:
+    """What a started sandbox holds: its processes, threads, cgroups and directory, each let go once."""
+
+    def __init__(self, proc: subprocess.Popen, watchdog: "_Watchdog", threads: list[threading.Thread],
+                 groups: list["_Cgroup"], workdir: Path):
+        self.proc, self.watchdog, self.threads, self.groups, self.workdir = proc, watchdog, threads, groups, workdir
+        self.stopped = False
+
+    def stop(self) -> None:
+        """Kill whatever is left of the child (all of it, stray children of a finished one too) and reap it."""
+        if self.stopped:
+            return
+        self.stopped = True
+        self.watchdog.stop.set()
+        self.watchdog.join(timeout=5)
+        _kill_all(self.proc.pid, members(self.proc.pid))
+        self.proc.wait()
+
+    def release(self) -> None:
+        self.stop()
+        for g in self.groups:
+            g.remove()
+        for t in self.threads:
+            t.join(timeout=5)
+        if self.proc.stdin and not self.proc.stdin.closed:
+            _write_and_close(self.proc.stdin, b"")
+        shutil.rmtree(self.workdir, ignore_errors=True)
+
+
+class Sandbox:
+    """One fresh sandboxed process, started before its job is known; it runs one job.
+
+        with Sandbox([sys.executable, "-m", "verifier.worker"]) as box:  # the child starts (and warms up) now
+            ...                                                          # meanwhile, the caller's own work
+            res = box.run(job, timeout_s=120)                            # the time limit counts from here
+
+    The child reads two lines on stdin: {"key": ...} at once and {"job": ...}
+    when run() hands the job over (with prestart=False, one line {"key", "job"}
+    at run(), as run_sandboxed sends it). A child that gets no job within
+    max_idle_s is killed by the watchdog. close(), the end of the with block,
+    garbage collection and the parent's exit each kill whatever is left of an
+    unused sandbox and remove its directory and cgroups.
+    """
+
+    def __init__(
+        self,
+        argv: list[str],
+        *,
+        output_cap_bytes: int = 64_000,
+        cwd: Path | None = None,
+        extra_env: dict[str, str] | None = None,
+        isolate_network: bool = True,
+        confine_files: bool = True,
+        max_processes: int = MAX_PROCESSES,
+        max_threads: int = MAX_THREADS,
+        max_idle_s: float = MAX_IDLE_S,
+        prestart: bool = True,
+    ):
+        self._key = secrets.token_bytes(32)
+        self._prestart = prestart
+        self._used = False
+        workdir = Path(tempfile.mkdtemp(prefix="kgen-sandbox-", dir=cwd))
+        env, command, self._notes = self._command(argv, workdir, cwd, extra_env, isolate_network, confine_files)
+        pids_group = _Cgroup.create("pids", {"pids.max": MAX_TASKS})
+        memory_cap = _memory_cap_bytes()
+        memory_group = _Cgroup.create("memory", {"memory.limit_in_bytes": memory_cap}) if memory_cap else None
+        made = [g for g in (pids_group, memory_group) if g is not None]
+
+        read_fd, write_fd = os.pipe()
+        env["KGEN_RESULT_FD"] = str(write_fd)
+        self._started = time.perf_counter()
+        try:
+            proc = subprocess.Popen(
+                command,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                cwd=workdir,
+                env=env,
+                pass_fds=(write_fd,),
+                start_new_session=True,  # NOTE: its own process group, so the timeout kill reaches grandchildren
+                preexec_fn=_limit_child,
+            )
+        except BaseException:
+            os.close(read_fd)
+            for g in made:
+                g.remove()
+            shutil.rmtree(workdir, ignore_errors=True)
+            raise
+        finally:
+            os.close(write_fd)
+        # NOTE: the child waits for its first line on stdin, so it forks (and imports) nothing before it is in
+        # its cgroups; anything added or not, every cgroup made here is removed with the sandbox.
+        added = [g for g in made if g.add(proc.pid)]
+        self._notes.append(f"processes: at most {max_processes}, threads: at most {max_threads} (watchdog"
+                           f"{'; pids cgroup' if pids_group in added else ''})")
+        self._memory_group = memory_group if memory_group in added else None
+        self._memory_cap = memory_cap
+        self._notes.append(f"memory: at most {memory_cap / 1e9:.0f} GB (memory cgroup)" if self._memory_group
+                           else "memory: NOT capped")
+        self._watchdog = _Watchdog(proc.pid, max_processes, max_threads)
+        if prestart:
+            self._watchdog.idle_deadline = time.monotonic() + max_idle_s
+        self._out, self._err = _Drain(proc.stdout, output_cap_bytes), _Drain(proc.stderr, output_cap_bytes)
+        self._reader = _ResultReader(read_fd)
+        for t in (self._out, self._err, self._reader, self._watchdog):
+            t.start()
+        self._proc = proc
+        self._held = _Held(proc, self._watchdog, [self._out, self._err, self._reader], made, workdir)
+        # NOTE: the finalizer holds the resources, not self: an unused sandbox that is dropped, or still held
+        # when the parent exits, is cleaned up all the same.
+        self._release = weakref.finalize(self, self._held.release)
+        if prestart:
+            try:
+                proc.stdin.write(json.dumps({"key": self._key.hex()}).encode() + b"\n")
+                proc.stdin.flush()
+            except (BrokenPipeError, OSError):
+                pass  # the child is already dead; run() reports how it ended
+
+    @staticmethod
+    def _command(argv, workdir: Path, cwd, extra_env, isolate_network: bool, confine_files: bool):
+        """The child's environment, its command line (isolation prefixes first) and the notes saying which apply."""
+        prefix, net_note = network_isolation() if isolate_network else ([], "network: not isolated (not asked)")
+        env = scrubbed_env(extra_env)
+        # NOTE: inductor's cache goes inside the sandbox's own directory, never to a shared /tmp path that the
+        # read-only file system would refuse (and that an earlier job could have filled).
+        env.update(HOME=str(workdir), TMPDIR=str(workdir), TORCHINDUCTOR_CACHE_DIR=str(workdir / "torchinductor"))
+        caches = [env[d] for d in ("TRITON_CACHE_DIR", "TORCH_EXTENSIONS_DIR", "CUPY_CACHE_DIR")]
+        for d in caches:
+            Path(d).mkdir(parents=True, exist_ok=True)
+        notes = [net_note]
+        command = prefix + list(argv)
+        if confine_files and prefix:
+            confined, files_note = file_confinement()
+            if confined:
+                writable = [str(workdir)] + ([str(Path(cwd).resolve())] if cwd else []) + caches
+                command = prefix + ["-m"] + _launcher(writable) + list(argv)
+            notes.append(files_note)
+        else:
+            notes.append("files: not confined (not asked)" if not confine_files else "files: NOT confined (no unshare)")
+        return env, command, notes
+
+    @property
+    def pid(self) -> int:
+        return self._proc.pid
+
+    @property
+    def alive(self) -> bool:
+        """Started, still running, and not yet given a job: run() may be called."""
+        return not self._used and self._release.alive and self._proc.poll() is None
+
+    def run(self, job: dict, *, timeout_s: float) -> SandboxResult:
+        """Hand the job over and wait for the child to end, at most timeout_s from now."""
+        if self._used or not self._release.alive:
+            raise RuntimeError("a Sandbox runs one job, and this one has run or been closed")
+        self._used = True
+        self._watchdog.idle_deadline = None
+        handed = time.perf_counter()
+        line = {"job": job} if self._prestart else {"key": self._key.hex(), "job": job}
+        # NOTE: written from a thread: a job larger than the pipe's buffer waits for a child still warming up,
+        # and that wait must not escape the time limit.
+        writer = threading.Thread(target=_write_and_close, args=(self._proc.stdin, json.dumps(line).encode() + b"\n"),
+                                  daemon=True)
+        self._held.threads.append(writer)
+        writer.start()
+
+        timed_out = False
+        try:
+            self._proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+        self._held.stop()
+        limit = self._watchdog.exceeded or self._memory_exceeded()
+        self._release()
+        ended = time.perf_counter()
+
+        message, problem = channel.decode(self._key, b"".join(self._reader.chunks))
+        if limit:
+            message, problem = None, f"{limit}; the sandbox killed it"
+        limit_note = f"time: {timeout_s:.0f} s wall limit" + (" from the job's hand-over" if self._prestart else "")
+        return SandboxResult(
+            returncode=None if timed_out else self._proc.returncode,
+            stdout=self._out.kept.decode(errors="replace"),
+            stderr=self._err.kept.decode(errors="replace"),
+            timed_out=timed_out,
+            message=None if timed_out else message,
+            channel_problem="timed out" if timed_out else problem,
+            isolation=self._notes + ["env: secrets scrubbed", "cwd: fresh temporary directory",
+                                     f"{limit_note}, process group killed"],
+            wall_s=ended - (handed if self._prestart else self._started),
+            prestarted_s=handed - self._started if self._prestart else 0.0,
+            stdout_dropped=self._out.dropped,
+            stderr_dropped=self._err.dropped,
+            limit=limit,
+        )
+
+    def _memory_exceeded(self) -> str:
+        group = self._memory_group
+        if group is None or self._proc.returncode != -signal.SIGKILL:
+            return ""
+        counts = dict(line.split() for line in group.read("memory.oom_control").splitlines()
+                      if len(line.split()) == 2)
+        if counts.get("oom_kill", "0") != "0" or group.read("memory.failcnt").strip() not in ("", "0"):
+            return f"used more than {self._memory_cap / 1e9:.0f} GB of host memory"
+        return ""
+
+    def close(self) -> None:
+        """Kill whatever is left of the child and remove its directory and cgroups (once; later calls do nothing)."""
+        self._release()
+
+    def __enter__(self) -> "Sandbox":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
 def run_sandboxed(
     argv: list[str],
     job: dict,
@@ -375,120 +639,11 @@ def run_sandboxed(
     max_processes: int = MAX_PROCESSES,
     max_threads: int = MAX_THREADS,
 ) -> SandboxResult:
-    """Run argv in a fresh sandboxed process; the job reaches it on stdin with the channel's key."""
-    key = secrets.token_bytes(32)
-    read_fd, write_fd = os.pipe()
-    workdir = Path(tempfile.mkdtemp(prefix="kgen-sandbox-", dir=cwd))
-    prefix, net_note = network_isolation() if isolate_network else ([], "network: not isolated (not asked)")
-    env = scrubbed_env(extra_env)
-    # NOTE: inductor's cache goes inside the sandbox's own directory, never to a shared /tmp path that the
-    # read-only file system would refuse (and that an earlier job could have filled).
-    env.update(HOME=str(workdir), TMPDIR=str(workdir), KGEN_RESULT_FD=str(write_fd),
-               TORCHINDUCTOR_CACHE_DIR=str(workdir / "torchinductor"))
-    caches = [env[d] for d in ("TRITON_CACHE_DIR", "TORCH_EXTENSIONS_DIR", "CUPY_CACHE_DIR")]
-    for d in caches:
-        Path(d).mkdir(parents=True, exist_ok=True)
-    notes = [net_note]
-    command = prefix + list(argv)
-    if confine_files and prefix:
-        confined, files_note = file_confinement()
-        if confined:
-            writable = [str(workdir)] + ([str(Path(cwd).resolve())] if cwd else []) + caches
-            command = prefix + ["-m"] + _launcher(writable) + list(argv)
-        notes.append(files_note)
-    else:
-        notes.append("files: not confined (not asked)" if not confine_files else "files: NOT confined (no unshare)")
-
-    pids_group = _Cgroup.create("pids", {"pids.max": MAX_TASKS})
-    memory_cap = _memory_cap_bytes()
-    memory_group = _Cgroup.create("memory", {"memory.limit_in_bytes": memory_cap}) if memory_cap else None
-
-    start = time.perf_counter()
-    stdin_line = json.dumps({"key": key.hex(), "job": job}).encode() + b"\n"
-    proc = subprocess.Popen(
-        command,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        cwd=workdir,
-        env=env,
-        pass_fds=(write_fd,),
-        start_new_session=True,  # NOTE: its own process group, so the timeout kill reaches grandchildren
-        preexec_fn=_limit_child,
-    )
-    os.close(write_fd)
-    # NOTE: the child waits for its job on stdin, so it forks nothing before it is in its cgroups.
-    groups = [g for g in (pids_group, memory_group) if g is not None and g.add(proc.pid)]
-    notes.append(f"processes: at most {max_processes}, threads: at most {max_threads} (watchdog"
-                 f"{'; pids cgroup' if pids_group in groups and pids_group else ''})")
-    if memory_group in groups and memory_group:
-        notes.append(f"memory: at most {memory_cap / 1e9:.0f} GB (memory cgroup)")
-    else:
-        notes.append("memory: NOT capped")
-    watchdog = _Watchdog(proc.pid, max_processes, max_threads)
-    out, err = _Drain(proc.stdout, output_cap_bytes), _Drain(proc.stderr, output_cap_bytes)
-    result_chunks: list[bytes] = []
-
-    def read_result() -> None:
-        total = 0
-        with os.fdopen(read_fd, "rb") as f:
-            while chunk := f.read(65536):
-                total += len(chunk)
-                if total <= channel.MAX_MESSAGE_BYTES:
-                    result_chunks.append(chunk)
-
-    reader = threading.Thread(target=read_result, daemon=True)
-    for t in (out, err, reader, watchdog):
-        t.start()
-    try:
-        proc.stdin.write(stdin_line)
-        proc.stdin.close()
-    except BrokenPipeError:
-        pass  # the child died before reading its job; its exit status says why
-
-    timed_out = False
-    try:
-        proc.wait(timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        timed_out = True
-    watchdog.stop.set()
-    watchdog.join(timeout=5)
-    # Kill whatever is left: on timeout, and also stray children of a finished child.
-    _kill_all(proc.pid, members(proc.pid))
-    proc.wait()
-    limit = watchdog.exceeded
-    if memory_group in groups and memory_group and not limit and proc.returncode == -signal.SIGKILL:
-        counts = dict(line.split() for line in memory_group.read("memory.oom_control").splitlines()
-                      if len(line.split()) == 2)
-        if counts.get("oom_kill", "0") != "0" or memory_group.read("memory.failcnt").strip() not in ("", "0"):
-            limit = f"used more than {memory_cap / 1e9:.0f} GB of host memory"
-    for g in groups:
-        g.remove()
-    for g in (pids_group, memory_group):
-        if g is not None and g not in groups:
-            g.remove()
-    for t in (out, err, reader):
-        t.join(timeout=5)
-    wall = time.perf_counter() - start
-    shutil.rmtree(workdir, ignore_errors=True)
-
-    message, problem = channel.decode(key, b"".join(result_chunks))
-    if limit:
-        message, problem = None, f"{limit}; the sandbox killed it"
-    return SandboxResult(
-        returncode=None if timed_out else proc.returncode,
-        stdout=out.kept.decode(errors="replace"),
-        stderr=err.kept.decode(errors="replace"),
-        timed_out=timed_out,
-        message=None if timed_out else message,
-        channel_problem="timed out" if timed_out else problem,
-        isolation=notes + ["env: secrets scrubbed", "cwd: fresh temporary directory",
-                           f"time: {timeout_s:.0f} s wall limit, process group killed"],
-        wall_s=wall,
-        stdout_dropped=out.dropped,
-        stderr_dropped=err.dropped,
-        limit=limit,
-    )
+    """Run argv in a fresh sandboxed process; the job reaches it on stdin with the channel's key, in one line."""
+    box = Sandbox(argv, output_cap_bytes=output_cap_bytes, cwd=cwd, extra_env=extra_env,
+                  isolate_network=isolate_network, confine_files=confine_files, max_processes=max_processes,
+                  max_threads=max_threads, prestart=False)
+    return box.run(job, timeout_s=timeout_s)
 
 
 # ----------------------------------------------------------------------------------------------

@@ -11,6 +11,15 @@ on the task's small inputs and CUDA candidates are compiled with nvcc only
 the task's real inputs and timed against eager (in the same run) and
 torch.compile (default and max-autotune-no-cudagraphs, timed once per GPU,
 task and torch version and cached under results/baselines/).
+
+The worker process can be started before the candidate is known, so that its
+start-up (Python, torch, triton, CUDA) overlaps the caller's own work:
+
+    worker = prestart_worker()                  # first thing: it imports while the task loads
+    result = verify(task, source, config, worker=worker)
+
+    with WorkerPool() as pool:                  # a loop: each verification finds a warm worker
+        result = pool.verify(task, source, config)
 """
 
 from __future__ import annotations
@@ -21,12 +30,14 @@ import json
 import os
 import secrets
 import sys
+import threading
 import time
 from pathlib import Path
 
 from verifier.records import Task, Timing, VerifyConfig, VerifyResult
-from verifier.sandbox import SandboxResult, describe_exit, run_sandboxed
+from verifier.sandbox import Sandbox, SandboxResult, describe_exit, run_sandboxed
 from verifier.static import check_source
+from verifier.worker import PRESTART_PHASE
 
 REVIEW_SPEEDUP = 10.0   # above this over eager, a person should look
 WORKER = [sys.executable, "-m", "verifier.worker"]
@@ -64,8 +75,72 @@ def detect_backend(source: str) -> str:
     return "triton" if "triton" in names or "jit" in names else ""
 
 
-def verify(task: Task, source: str, config: VerifyConfig = VerifyConfig()) -> VerifyResult:
-    """Check (and on a GPU, time) one candidate. Never raises for a bad kernel."""
+def prestart_worker(output_cap_bytes: int = VerifyConfig.output_cap_bytes) -> Sandbox:
+    """verify()'s sandboxed worker, started now, ahead of its job; give it to verify(..., worker=)."""
+    return Sandbox(WORKER, output_cap_bytes=output_cap_bytes)
+
+
+class WorkerPool:
+    """One pre-started worker kept ready: each verification takes it, and the next one starts at once.
+
+    take() is thread-safe (the loop verifies candidates in parallel threads on a CPU). At most one worker
+    waits idle. NOTE: on a GPU an idle worker holds a CUDA context but launches nothing, so it does not
+    disturb the timing of the job running next to it; its start-up (imports, then creating that context)
+    runs alongside the job it follows.
+    """
+
+    def __init__(self, output_cap_bytes: int = VerifyConfig.output_cap_bytes):
+        self.output_cap_bytes = output_cap_bytes
+        self._lock = threading.Lock()
+        self._closed = False
+        self._ready: Sandbox | None = prestart_worker(output_cap_bytes)
+
+    def take(self) -> Sandbox:
+        """A started worker, for one verify(); the pool starts its successor."""
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("the worker pool is closed")
+            worker, self._ready = self._ready, prestart_worker(self.output_cap_bytes)
+        if worker is None or not worker.alive:   # killed while it waited (the sandbox's idle limit)
+            if worker is not None:
+                worker.close()
+            worker = prestart_worker(self.output_cap_bytes)
+        return worker
+
+    def verify(self, task: Task, source: str, config: VerifyConfig = VerifyConfig()) -> VerifyResult:
+        """verify() on a warm worker: the same verdict, less waiting."""
+        with self.take() as worker:
+            return verify(task, source, config, worker=worker)
+
+    def close(self) -> None:
+        """Stop the idle worker; workers already taken end with their jobs."""
+        with self._lock:
+            self._closed = True
+            worker, self._ready = self._ready, None
+        if worker is not None:
+            worker.close()
+
+    def __enter__(self) -> "WorkerPool":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def verify(task: Task, source: str, config: VerifyConfig = VerifyConfig(),
+           worker: Sandbox | None = None) -> VerifyResult:
+    """Check (and on a GPU, time) one candidate. Never raises for a bad kernel.
+
+    `worker`: a pre-started worker (prestart_worker) to run the job in; it is closed when verify returns
+    or raises, used or not. Without one, a worker is started here."""
+    try:
+        return _verify(task, source, config, worker)
+    finally:
+        if worker is not None:
+            worker.close()
+
+
+def _verify(task: Task, source: str, config: VerifyConfig, worker: Sandbox | None) -> VerifyResult:
     started = time.perf_counter()
     backend = detect_backend(source)
     device = resolve_device(config.device)
@@ -106,13 +181,12 @@ def verify(task: Task, source: str, config: VerifyConfig = VerifyConfig()) -> Ve
             baseline_problem = str(exc)
         phases["torch.compile baselines (cached after the first)"] = time.perf_counter() - t0
 
-    res = run_sandboxed(WORKER, job, timeout_s=config.timeout_s, output_cap_bytes=config.output_cap_bytes)
+    if worker is not None:
+        res = worker.run(job, timeout_s=config.timeout_s)
+    else:
+        res = run_sandboxed(WORKER, job, timeout_s=config.timeout_s, output_cap_bytes=config.output_cap_bytes)
     result = interpret(res, base, config)
-    child = {str(pair[0]): float(pair[1]) for pair in (res.message or {}).get("phases") or []
-             if isinstance(pair, list) and len(pair) == 2 and isinstance(pair[1], (int, float))}
-    phases.update(child)
-    phases["sandbox: process start, Python start-up, exit"] = max(0.0, res.wall_s - sum(child.values()))
-    result.phases = phases
+    result.phases = _phases(phases, res)
     if device == "cpu":
         result.device = "cpu (Triton interpreter)" if backend == "triton" else "none (nvcc only)"
         if backend == "triton" and not task.has_small_inputs:
@@ -127,6 +201,17 @@ def verify(task: Task, source: str, config: VerifyConfig = VerifyConfig()) -> Ve
         _speedups(result)
     result.wall_s = time.perf_counter() - started
     return result
+
+
+def _phases(parent: dict[str, float], res: SandboxResult) -> dict[str, float]:
+    """Where the time went: the worker's pre-start (before the job, alongside the caller's own work), the
+    parent's stages, the worker's stages, and the rest of the sandbox's wall time."""
+    child = {str(pair[0]): float(pair[1]) for pair in (res.message or {}).get("phases") or []
+             if isinstance(pair, list) and len(pair) == 2 and isinstance(pair[1], (int, float))}
+    prestart = {PRESTART_PHASE: child.pop(PRESTART_PHASE)} if PRESTART_PHASE in child else {}
+    rest = "sandbox: hand-over, rest of the start-up, exit" if res.prestarted_s else \
+        "sandbox: process start, Python start-up, exit"
+    return {**prestart, **parent, **child, rest: max(0.0, res.wall_s - sum(child.values()))}
 
 
 def interpret(res: SandboxResult, base: dict, config: VerifyConfig) -> VerifyResult:

@@ -1,6 +1,11 @@
 """The sandboxed side of verification: `python -m verifier.worker`, run by verifier.verify.
 
-It reads its job and the channel key from stdin (one JSON line), then:
+It reads the channel key and its job from stdin as one JSON line. Started
+ahead of its job (verifier.sandbox.Sandbox), it gets the key alone first,
+imports torch, triton and the verifier's modules, starts CUDA where there is
+a GPU (the phase PRESTART_PHASE), and then reads the job from a second line:
+only trusted code runs before the job, nothing of the task's or the
+candidate's. Then:
 1. snapshots what the harness relies on (verifier.integrity.Guard: events,
    synchronize, clocks, comparisons, json/hmac, torch.Tensor...) and installs
    the run-time policy (an audit hook), before any candidate code is imported;
@@ -37,8 +42,18 @@ import time
 import traceback
 
 
+PRESTART_PHASE = "pre-started: Python, torch, triton, CUDA start (before the job)"
+
+
 def main() -> None:
     hello = json.loads(sys.stdin.readline())
+    if "job" not in hello:
+        _warm_up()
+        line = sys.stdin.readline()
+        if not line:  # closed unused: nothing to verify, nobody to tell
+            os._exit(0)
+        hello.update(json.loads(line))
+        _restart_clock()
     sys.stdin.close()
     from verifier.channel import ChildChannel
 
@@ -56,6 +71,28 @@ def main() -> None:
     sys.stderr.flush()
     chan.send(message)
     os._exit(0)  # NOTE: skip atexit handlers and destructors a candidate may have registered
+
+
+def _warm_up() -> None:
+    """Before the job exists: what every job would do first. Trusted code only; no task, no candidate.
+
+    The guard's snapshot (verifier.integrity) is still taken once the job is here, before the candidate
+    is imported; the modules imported here are the ones that snapshot imports first anyway."""
+    try:
+        import torch
+
+        if not torch.cuda.is_available():
+            # NOTE: without a GPU the job can only be a CPU one: set what run_job sets before triton is imported.
+            os.environ["TRITON_INTERPRET"] = "1"
+        from verifier import integrity
+
+        integrity.import_watched()
+        if torch.cuda.is_available():
+            torch.cuda.init()
+            torch.cuda.synchronize()  # creates the device's context; allocates nothing
+    except Exception:  # noqa: BLE001 - the job meets the same failure and its verdict says what it was
+        pass
+    _mark(PRESTART_PHASE)
 
 
 def _last_word(message: dict) -> dict:
@@ -101,9 +138,16 @@ def _mark(phase: str) -> None:
     _LAST_MARK = now
 
 
+def _restart_clock() -> None:
+    """The next stage starts now: a pre-started worker's wait for its job is no stage's time."""
+    global _LAST_MARK
+    _LAST_MARK = time.perf_counter()
+
+
 def run_job(job: dict) -> dict:
     if job["device"] == "cpu":
-        os.environ["TRITON_INTERPRET"] = "1"  # before triton is imported anywhere
+        # NOTE: before any kernel is decorated: Triton reads it then (a pre-started worker imported triton already)
+        os.environ["TRITON_INTERPRET"] = "1"
     import torch  # noqa: F401
 
     if job["device"] == "cpu" and job.get("backend", "triton") == "triton":
@@ -114,7 +158,7 @@ def run_job(job: dict) -> dict:
     from verifier import integrity
 
     global _GUARD
-    _mark("start and import torch")
+    _mark("start and import torch" if PRESTART_PHASE not in _PHASES else "set-up once the job came")
     result: dict = {"ran": False, "trials": 0, "aten_ops": [], "flags": []}
     try:
         if job["kind"] == "baselines":

@@ -45,19 +45,23 @@ def read_candidate(path: str) -> str:
 
 
 def run(args) -> int:
-    from verifier.records import VerifyConfig
-    from verifier.task import load_task
-    from verifier.verify import verify
+    from verifier.verify import prestart_worker, verify
 
-    task = load_task(args.task)
-    source = read_candidate(args.kernel)
-    config = VerifyConfig(device=args.device, trials=args.trials, timeout_s=args.timeout,
-                          baselines=not args.no_baselines, reps=args.reps, timing=args.timing)
-    try:
-        result = verify(task, source, config)
-    except RuntimeError as exc:  # e.g. --device cuda without a GPU
-        print(f"kgen: error: {exc}", file=sys.stderr)
-        return 2
+    # NOTE: the worker starts first, so that its start-up (torch, triton, CUDA) overlaps the task's loading
+    # here (which imports torch too) and the baseline cache's look-up; every way out of the block stops it.
+    with prestart_worker() as worker:
+        from verifier.records import VerifyConfig
+        from verifier.task import load_task
+
+        task = load_task(args.task)
+        source = read_candidate(args.kernel)
+        config = VerifyConfig(device=args.device, trials=args.trials, timeout_s=args.timeout,
+                              baselines=not args.no_baselines, reps=args.reps, timing=args.timing)
+        try:
+            result = verify(task, source, config, worker=worker)
+        except RuntimeError as exc:  # e.g. --device cuda without a GPU
+            print(f"kgen: error: {exc}", file=sys.stderr)
+            return 2
     if args.json:
         print(json.dumps(result.to_dict(), indent=2))
     else:

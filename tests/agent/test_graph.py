@@ -11,6 +11,7 @@ Every verification is a fresh sandboxed process (~3 s here), so scripts are shor
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import threading
 import time
@@ -20,9 +21,11 @@ import pytest
 
 from agent.config import OptimizeConfig
 from agent.graph import optimize
+from agent.proposers.base import Proposer
 from agent.proposers.openai import OpenAIConfig, OpenAIProposer
 from agent.store import Store
 from verifier.verify import verify
+from verifier.worker import PRESTART_PHASE
 
 PROFILER_FIXTURES = Path(__file__).resolve().parents[1] / "profiler" / "fixtures"
 
@@ -306,3 +309,70 @@ def test_run_record_holds_the_resolved_proposer_not_the_key(tmp_path, task_path,
     assert data["config"]["model"] == "test-model" and data["config"]["base_url"] == server.base_url
     assert api_key not in json.dumps(data)
     assert all(api_key not in json.dumps(r.body) for r in server.requests)
+
+
+# ---- the loop's pre-started workers
+
+
+def worker_processes() -> list[int]:
+    """Live verifier workers started by this process."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                cmdline = f.read()
+        except OSError:
+            continue
+        if int(fields[1]) == os.getpid() and fields[0] != "Z" and b"verifier.worker" in cmdline:
+            found.append(int(entry))
+    return found
+
+
+@pytest.fixture
+def pools(monkeypatch) -> list:
+    """Every WorkerPool the loop makes, held here: only their close() can have stopped their workers."""
+    import verifier.verify as verify_mod
+
+    made = []
+
+    class HeldPool(verify_mod.WorkerPool):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            made.append(self)
+
+    monkeypatch.setattr(verify_mod, "WorkerPool", HeldPool)
+    return made
+
+
+def test_the_loop_verifies_on_prestarted_workers_and_leaves_none(tmp_path, task_path, api_key, openai_server,
+                                                                    pools):
+    server = openai_server([reply(MISMATCH), reply(GOOD)])
+    config = make_config(tmp_path)
+    run = optimize(task_path, config, proposer=make_proposer(server))
+    attempts = Store(config.results_dir).load_attempts(run.run_id)
+    assert [a.status for a in attempts] == ["mismatch", "ok"] and run.status == "succeeded"
+    assert all(PRESTART_PHASE in a.verify["phases"] for a in attempts)
+    assert len(pools) == 1 and worker_processes() == []
+
+
+class InterruptedProposer(Proposer):
+    name = "interrupted"
+
+    def propose(self, ctx):
+        raise KeyboardInterrupt
+
+
+def test_an_interrupted_loop_leaves_no_worker(tmp_path, task_path, pools):
+    run = optimize(task_path, make_config(tmp_path), proposer=InterruptedProposer())
+    assert run.status == "interrupted"
+    assert len(pools) == 1 and worker_processes() == []
+
+
+def test_an_injected_verify_fn_gets_no_pool(tmp_path, task_path, api_key, openai_server, pools):
+    server = openai_server([reply(GOOD)])
+    run = optimize(task_path, make_config(tmp_path), proposer=make_proposer(server), verify_fn=verify)
+    assert run.status == "succeeded" and pools == []

@@ -201,7 +201,7 @@ def test_ctrl_c_stores_the_run_and_says_how_to_resume(task_path, results, monkey
     for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL"):
         monkeypatch.delenv(name, raising=False)
 
-    def ctrl_c(task, source, config):
+    def ctrl_c(task, source, config, worker=None):
         raise KeyboardInterrupt
 
     monkeypatch.setattr("verifier.verify.verify", ctrl_c)

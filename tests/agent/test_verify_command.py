@@ -1,9 +1,13 @@
-"""`kgen verify`'s printed verdict says how the kernel was timed."""
+"""`kgen verify`: the printed verdict says how the kernel was timed; the worker started first never outlives it."""
 
 from __future__ import annotations
 
+import time
+from pathlib import Path
+
 import pytest
 
+from agent.cli import main
 from agent.commands.verify import render
 from verifier.records import Timing, VerifyResult
 
@@ -24,3 +28,63 @@ def test_the_candidates_time_names_its_method(method, words):
     line = next(x for x in text.splitlines() if x.startswith("candidate:"))
     assert "0.2716 ms median of 100 " + words in line
     assert "speedup 2.08x" in text
+
+
+# ---- the worker started first
+
+
+ROOT = Path(__file__).resolve().parents[2]
+GOOD_KERNEL = ROOT / "tests" / "verifier" / "candidates" / "good" / "softmax.py"
+
+
+def _alive(pid: int) -> bool:
+    """True while pid runs; a zombie waiting for its (re)parent to reap it is dead."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+@pytest.fixture
+def workers(monkeypatch) -> list:
+    """Every worker `kgen verify` pre-starts, held here: only the command can have stopped them."""
+    import verifier.verify as verify_mod
+
+    started = []
+    real = verify_mod.prestart_worker
+
+    def held(*args, **kwargs):
+        started.append(real(*args, **kwargs))
+        return started[-1]
+
+    monkeypatch.setattr(verify_mod, "prestart_worker", held)
+    return started
+
+
+@pytest.mark.parametrize("case", ["malformed task", "missing kernel", "no GPU for --device cuda"])
+def test_an_early_exit_is_one_line_exit_2_and_stops_the_worker(case, tmp_path, workers, capsys):
+    bad_task = tmp_path / "bad.py"
+    bad_task.write_text("class Model(:\n")
+    argv = {"malformed task": ["verify", str(bad_task), str(GOOD_KERNEL)],
+            "missing kernel": ["verify", str(ROOT / "tasks" / "softmax.py"), str(tmp_path / "nope.py")],
+            "no GPU for --device cuda": ["verify", str(ROOT / "tasks" / "softmax.py"), str(GOOD_KERNEL),
+                                         "--device", "cuda"]}[case]
+    if case.startswith("no GPU"):
+        import torch
+
+        if torch.cuda.is_available():
+            pytest.skip("there is a GPU here")
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("kgen: error: ") and err.count("\n") == 1, err
+    assert len(workers) == 1 and not workers[0].alive
+    time.sleep(0.1)
+    assert not _alive(workers[0].pid)
+
+
+def test_a_verified_kernel_ran_on_the_worker_started_first(workers, capsys):
+    assert main(["verify", str(ROOT / "tasks" / "softmax.py"), str(GOOD_KERNEL), "--device", "cpu"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("OK") and "pre-started" in out
+    assert len(workers) == 1 and not _alive(workers[0].pid)

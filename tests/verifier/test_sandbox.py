@@ -7,7 +7,7 @@ import textwrap
 
 import pytest
 
-from verifier.sandbox import file_confinement, network_isolation, run_sandboxed
+from verifier.sandbox import Sandbox, file_confinement, network_isolation, run_sandboxed
 
 HONEST = '''
 import json, os, sys
@@ -17,9 +17,25 @@ chan = ChildChannel(int(os.environ["KGEN_RESULT_FD"]), bytes.fromhex(hello["key"
 '''
 
 
-def child(tmp_path, body: str) -> list[str]:
+# A pre-started child: the key comes first, alone; `warm_up` runs before the job's line is read.
+TWO_LINES = """
+import json, os, sys
+hello = json.loads(sys.stdin.readline())
+assert "job" not in hello
+{warm_up}
+line = sys.stdin.readline()
+if not line:
+    sys.exit(0)
+hello.update(json.loads(line))
+from verifier.channel import ChildChannel
+chan = ChildChannel(int(os.environ["KGEN_RESULT_FD"]), bytes.fromhex(hello["key"]))
+"""
+
+
+def child(tmp_path, body: str, *, warm_up: str = "") -> list[str]:
     script = tmp_path / "child.py"
-    script.write_text(HONEST + textwrap.dedent(body))
+    head = TWO_LINES.replace("{warm_up}", textwrap.dedent(warm_up)) if warm_up else HONEST
+    script.write_text(head + textwrap.dedent(body))
     return [sys.executable, str(script)]
 
 
@@ -184,3 +200,107 @@ def test_inductor_cache_is_the_sandboxs_own_whatever_the_parent_set(tmp_path, mo
     assert res.message is not None, res.stderr[-800:]
     assert res.message["cache"].startswith(res.message["cwd"] + os.sep)
     assert not (tmp_path / "parents-inductor-cache").exists()
+
+
+# ---- pre-started sandboxes
+
+
+def test_prestarted_child_gets_its_job_after_the_key(tmp_path):
+    argv = child(tmp_path, 'chan.send({"job": hello["job"], "warmed": warmed})', warm_up="warmed = True")
+    with Sandbox(argv) as box:
+        time.sleep(0.5)
+        res = box.run({"x": 1}, timeout_s=30)
+    assert res.message == {"job": {"x": 1}, "warmed": True}, res.stderr[-800:]
+    assert res.prestarted_s >= 0.5
+
+
+def test_prestarted_time_limit_counts_from_the_job(tmp_path):
+    argv = child(tmp_path, '''
+        import time
+        time.sleep(1)
+        chan.send({"done": True})''', warm_up="pass")
+    with Sandbox(argv) as box:
+        time.sleep(3)   # idle longer than the limit: it must not count against the job
+        res = box.run({}, timeout_s=2.5)
+    assert not res.timed_out and res.message == {"done": True}, res.stderr[-800:]
+    assert res.wall_s < 2.5 <= res.prestarted_s
+
+
+def test_prestarted_timeout_kills_the_whole_process_group(tmp_path):
+    argv = child(tmp_path, '''
+        import subprocess, time
+        p = subprocess.Popen(["sleep", "300"])
+        print(p.pid, flush=True)
+        time.sleep(5)''', warm_up="pass")
+    with Sandbox(argv) as box:
+        time.sleep(1)
+        started = time.monotonic()
+        res = box.run({}, timeout_s=2)
+    assert res.timed_out and res.message is None
+    assert 2 <= time.monotonic() - started < 4.5
+    grandchild = int(res.stdout.split()[0])
+    time.sleep(0.2)
+    assert not _alive(grandchild)
+
+
+def _warm_up_with_grandchild(tmp_path) -> str:
+    # the grandchild's pid goes to a file: nothing comes back from a child that never gets its job
+    return f'''
+        import subprocess
+        p = subprocess.Popen(["sleep", "300"])
+        open({str(tmp_path / "grandchild.pid")!r}, "w").write(str(p.pid))'''
+
+
+def _started(box, tmp_path) -> tuple[int, str]:
+    """The grandchild's pid once the pre-started child has started it, and the child's working directory."""
+    workdir = os.readlink(f"/proc/{box.pid}/cwd")
+    pid_file = tmp_path / "grandchild.pid"
+    for _ in range(200):
+        if pid_file.exists() and pid_file.read_text():
+            break
+        time.sleep(0.05)
+    return int(pid_file.read_text()), workdir
+
+
+def _kgen_cgroups(pid: int) -> list[str]:
+    """The directories of the fresh cgroups the sandbox put pid in (none where cgroups are not writable)."""
+    found = []
+    with open(f"/proc/{pid}/cgroup") as f:
+        for line in f.read().splitlines():
+            _, controllers, path = line.split(":", 2)
+            if "kgen-" in path:
+                found.append(os.path.join("/sys/fs/cgroup", controllers, path.lstrip("/")))
+    return found
+
+
+def test_closed_unused_sandbox_leaves_nothing_behind(tmp_path):
+    box = Sandbox(child(tmp_path, "", warm_up=_warm_up_with_grandchild(tmp_path)), cwd=tmp_path)
+    grandchild, workdir = _started(box, tmp_path)
+    assert "kgen-sandbox-" in workdir and _alive(box.pid) and _alive(grandchild)
+    groups = _kgen_cgroups(box.pid)
+    box.close()
+    time.sleep(0.2)
+    assert not _alive(box.pid) and not _alive(grandchild)
+    assert not os.path.exists(workdir)
+    assert groups == [] or not any(os.path.exists(g) for g in groups)
+    assert not box.alive
+    with pytest.raises(RuntimeError):
+        box.run({}, timeout_s=5)
+
+
+def test_dropped_unused_sandbox_leaves_nothing_behind(tmp_path):
+    box = Sandbox(child(tmp_path, "", warm_up=_warm_up_with_grandchild(tmp_path)), cwd=tmp_path)
+    grandchild, workdir = _started(box, tmp_path)
+    pid = box.pid
+    del box
+    time.sleep(0.2)
+    assert not _alive(pid) and not _alive(grandchild)
+    assert not os.path.exists(workdir)
+
+
+def test_prestarted_child_without_a_job_is_killed_after_the_idle_limit(tmp_path):
+    with Sandbox(child(tmp_path, 'chan.send({"done": True})', warm_up="pass"), max_idle_s=0.5) as box:
+        time.sleep(1.5)
+        assert not box.alive and not _alive(box.pid)
+        res = box.run({}, timeout_s=5)
+    assert res.message is None and "got no job in time" in res.limit

@@ -5,13 +5,17 @@ the verifier exactly as `kgen verify` runs it (CPU: Triton interpreter on the
 task's small inputs; CUDA sources compiled with nvcc, not run).
 """
 
+import os
+import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
 from verifier.records import VerifyConfig
 from verifier.task import load_task
-from verifier.verify import verify
+from verifier.verify import WorkerPool, prestart_worker, verify
+from verifier.worker import PRESTART_PHASE
 
 ROOT = Path(__file__).resolve().parents[2]
 CANDIDATES = Path(__file__).resolve().parent / "candidates"
@@ -179,3 +183,86 @@ def test_graph_timing_on_gpu(path):
     elif result.timing.method == "events":      # cupy may launch on a stream of its own: then it says so
         assert any("not capturable in a CUDA graph" in f for f in result.flags), result.flags
     assert result.timing.median_ms > 0
+
+
+# ---- pre-started workers
+
+
+def _alive(pid: int) -> bool:
+    """True while pid runs; a zombie waiting for its (re)parent to reap it is dead."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def test_prestarted_worker_passes_a_good_candidate_and_says_where_its_start_went():
+    worker = prestart_worker()
+    r = verify(load_task(ROOT / "tasks" / "softmax.py"), (CANDIDATES / "good" / "softmax.py").read_text(), CPU,
+               worker=worker)
+    assert r.passed and r.trials == 5, (r.reason, r.feedback[-800:])
+    stages = list(r.phases)
+    assert stages[0] == PRESTART_PHASE and r.phases[PRESTART_PHASE] > 0
+    assert "start and import torch" not in stages   # done before the job: not counted again in it
+    assert stages.index("import task and candidate") < stages.index("correctness trials (first call compiles)")
+    assert stages[-1] == "sandbox: hand-over, rest of the start-up, exit"
+    job = sum(secs for name, secs in r.phases.items() if name != PRESTART_PHASE)
+    assert abs(job - r.wall_s) < 0.5
+    assert any("from the job's hand-over" in note for note in r.isolation)
+    assert not worker.alive and not _alive(worker.pid)
+
+
+def test_static_check_failure_stops_the_prestarted_worker():
+    worker = prestart_worker()
+    r = verify(load_task(ROOT / "tasks" / "softmax.py"), (CANDIDATES / "bad" / "no_modelnew.py").read_text(), CPU,
+               worker=worker)
+    assert r.status == "rejected" and "no class ModelNew" in r.reason
+    assert not r.isolation   # decided before any process ran
+    assert not worker.alive and not _alive(worker.pid)
+
+
+def test_pool_hands_out_distinct_workers_and_leaves_nothing_behind():
+    pool = WorkerPool()
+    first, second = pool.take(), pool.take()
+    pids = [first.pid, second.pid]
+    assert pids[0] != pids[1] and first.alive and second.alive
+    first.close()
+    second.close()
+    pool.close()
+    time.sleep(0.2)
+    assert not any(_alive(pid) for pid in pids)
+    leftover = [int(p) for p in os.listdir("/proc") if p.isdigit() and _is_worker_of(int(p), os.getpid())]
+    assert leftover == []
+    with pytest.raises(RuntimeError):
+        pool.take()
+
+
+def _is_worker_of(pid: int, parent: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            cmdline = f.read()
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    return ppid == parent and b"verifier.worker" in cmdline and _alive(pid)
+
+
+def test_pool_take_is_thread_safe():
+    with WorkerPool() as pool:
+        with ThreadPoolExecutor(max_workers=4) as threads:
+            taken = list(threads.map(lambda _: pool.take(), range(4)))
+        assert len({w.pid for w in taken}) == 4
+        for w in taken:
+            w.close()
+
+
+def test_pool_verifies_candidate_after_candidate():
+    task = load_task(ROOT / "tasks" / "softmax.py")
+    with WorkerPool() as pool:
+        good = pool.verify(task, (CANDIDATES / "good" / "softmax.py").read_text(), CPU)
+        bad = pool.verify(task, (CANDIDATES / "bad" / "wrong_result.py").read_text(), CPU)
+    assert good.passed, (good.reason, good.feedback[-800:])
+    assert bad.status == "mismatch"
+    assert PRESTART_PHASE in good.phases and PRESTART_PHASE in bad.phases
