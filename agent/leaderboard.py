@@ -431,10 +431,9 @@ def score_kernel(task_path: str | Path, kernel_path: str | Path, config, store: 
                                      cache_dir=store.root / "baselines", timing=config.timing)
         begun = utc_now()
         result = verify(task, source, verify_config, worker=worker)
-    attempt = Attempt(run_id=run.run_id, number=1, round=1, status=result.status, reason=result.reason,
-                      feedback=result.feedback, verify=result.to_dict(),
-                      median_ms=result.timing.median_ms if result.timing else None, speedup=result.best_speedup,
-                      note=f"scored from {kernel_path}", started_at=begun, finished_at=utc_now())
+    sol_ms = _speed_of_light_ms(task, device, gpu) if result.passed and result.timing else None
+    attempt = Attempt.from_result(run.run_id, 1, 1, result, sol_ms=sol_ms, note=f"scored from {kernel_path}",
+                                  started_at=begun, finished_at=utc_now())
     store.save_attempt(run, attempt, source=source)
     run.attempts, run.rounds = 1, 1
     if result.passed:
@@ -447,6 +446,19 @@ def score_kernel(task_path: str | Path, kernel_path: str | Path, config, store: 
     run.wall_s = time.monotonic() - started
     store.save_run(run)
     return run
+
+
+def _speed_of_light_ms(task, device: str, gpu: str) -> float | None:
+    """The task's speed-of-light time on this GPU, as the optimize loop's analysis computes it: a scored
+    kernel's % of SOL. None, with a line on stderr, where it cannot be had (the verdict stands)."""
+    from agent.graph import analyze_task
+
+    try:
+        analysis = analyze_task(task, device, gpu)
+    except Exception as exc:   # noqa: BLE001 - the row keeps its verdict and leaves % of SOL out
+        print(f"kgen: {task.name}: no speed-of-light time: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return None
+    return analysis.get("sol_ms")
 
 
 def match_kernels(task_paths: list[Path], kernels_dir: Path) -> dict[str, Path | str]:

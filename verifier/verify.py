@@ -81,12 +81,12 @@ def prestart_worker(output_cap_bytes: int = VerifyConfig.output_cap_bytes) -> Sa
 
 
 class WorkerPool:
-    """One pre-started worker kept ready: each verification takes it, and the next one starts at once.
+    """One pre-started worker kept ready: each verification takes it, and its successor starts when it ends.
 
-    take() is thread-safe (the loop verifies candidates in parallel threads on a CPU). At most one worker
-    waits idle. NOTE: on a GPU an idle worker holds a CUDA context but launches nothing, so it does not
-    disturb the timing of the job running next to it; its start-up (imports, then creating that context)
-    runs alongside the job it follows.
+    take() is thread-safe (the loop verifies candidates in parallel threads on a CPU); at most one worker
+    waits idle. NOTE: the successor starts after the job, not beside it: its start-up imports torch and
+    creates a CUDA context, and nothing of that may run on the GPU while a candidate is being timed.
+    It overlaps what the loop does between verifications instead (profiling, the next proposal).
     """
 
     def __init__(self, output_cap_bytes: int = VerifyConfig.output_cap_bytes):
@@ -96,21 +96,31 @@ class WorkerPool:
         self._ready: Sandbox | None = prestart_worker(output_cap_bytes)
 
     def take(self) -> Sandbox:
-        """A started worker, for one verify(); the pool starts its successor."""
+        """A started worker, for one verify(): the warm one if there is one, else a fresh one."""
         with self._lock:
             if self._closed:
                 raise RuntimeError("the worker pool is closed")
-            worker, self._ready = self._ready, prestart_worker(self.output_cap_bytes)
-        if worker is None or not worker.alive:   # killed while it waited (the sandbox's idle limit)
+            worker, self._ready = self._ready, None
+        if worker is None or not worker.alive:   # taken by another thread, or killed while it waited (idle limit)
             if worker is not None:
                 worker.close()
             worker = prestart_worker(self.output_cap_bytes)
         return worker
 
+    def refill(self) -> None:
+        """Start the next warm worker, unless one is waiting already or the pool is closed."""
+        with self._lock:
+            if self._closed or self._ready is not None:
+                return
+            self._ready = prestart_worker(self.output_cap_bytes)
+
     def verify(self, task: Task, source: str, config: VerifyConfig = VerifyConfig()) -> VerifyResult:
         """verify() on a warm worker: the same verdict, less waiting."""
-        with self.take() as worker:
-            return verify(task, source, config, worker=worker)
+        try:
+            with self.take() as worker:
+                return verify(task, source, config, worker=worker)
+        finally:
+            self.refill()
 
     def close(self) -> None:
         """Stop the idle worker; workers already taken end with their jobs."""

@@ -336,3 +336,24 @@ def test_a_suite_naming_one_task_twice_is_refused(tmp_path):
     with pytest.raises(LeaderboardError, match="softmax more than once"):
         open_board(tmp_path, name="x", suite=tmp_path, task_paths=paths, mode="optimize", config={},
                    device="cpu", gpu="")
+
+
+def test_a_scored_kernel_gets_its_percent_of_speed_of_light(tmp_path, monkeypatch):
+    # a verify-only row has no optimize loop behind it: its % of SOL comes from the same analysis
+    import agent.graph
+    import verifier.verify
+    from agent.config import OptimizeConfig
+    from agent.leaderboard import score_kernel
+    from verifier.records import Timing, VerifyResult
+
+    timed = VerifyResult(status="ok", reason="correct on every trial", task="softmax", ran=True,
+                         timing=Timing(0.5, 0.49, 0.5, 0.49, 0.52, 100, method="graph"),
+                         baselines={"eager": Timing(1.0, 0.99, 1.0, 0.99, 1.02, 100, method="graph")})
+    timed.speedups = {"eager": 2.0}
+    monkeypatch.setattr(verifier.verify, "verify", lambda task, source, config, worker=None: timed)
+    monkeypatch.setattr(agent.graph, "resolve_device", lambda requested: ("cuda", "NVIDIA H200"))
+    monkeypatch.setattr(agent.graph, "analyze_task", lambda task, device, gpu: {"sol_ms": 0.25})
+    store = Store(tmp_path / "results")
+    run = score_kernel(ROOT / "tasks" / "softmax.py", GOOD / "softmax.py", OptimizeConfig(), store)
+    assert run.best_sol_pct == pytest.approx(50.0)
+    assert store.load_attempt(run.run_id, 1).sol_pct == pytest.approx(50.0)

@@ -258,6 +258,30 @@ def test_pool_take_is_thread_safe():
             w.close()
 
 
+def test_pool_starts_the_next_worker_only_after_the_job(monkeypatch):
+    # a successor warming up (torch import, CUDA context) beside a job would run while that job is timed
+    import verifier.verify as verify_mod
+
+    during = []
+
+    def job(task, source, config, worker=None):
+        during.append([p for p in _worker_pids() if p != worker.pid])
+        worker.close()
+        return "verdict"
+
+    monkeypatch.setattr(verify_mod, "verify", job)
+    with WorkerPool() as pool:
+        assert pool.verify(None, "", CPU) == "verdict"
+        assert during == [[]]          # no other worker while the job ran
+        assert len(_worker_pids()) == 1   # its successor, started once the job ended
+    time.sleep(0.2)
+    assert _worker_pids() == []
+
+
+def _worker_pids() -> list[int]:
+    return [int(p) for p in os.listdir("/proc") if p.isdigit() and _is_worker_of(int(p), os.getpid())]
+
+
 def test_pool_verifies_candidate_after_candidate():
     task = load_task(ROOT / "tasks" / "softmax.py")
     with WorkerPool() as pool:
