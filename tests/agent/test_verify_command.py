@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from processes import alive as _alive
 from agent.cli import main
 from agent.commands.verify import render
 from verifier.records import Timing, VerifyResult
@@ -35,15 +36,6 @@ def test_the_candidates_time_names_its_method(method, words):
 
 ROOT = Path(__file__).resolve().parents[2]
 GOOD_KERNEL = ROOT / "tests" / "verifier" / "candidates" / "good" / "softmax.py"
-
-
-def _alive(pid: int) -> bool:
-    """True while pid runs; a zombie waiting for its (re)parent to reap it is dead."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
 
 
 @pytest.fixture

@@ -7,6 +7,7 @@ import textwrap
 
 import pytest
 
+from processes import alive as _alive
 from verifier.sandbox import Sandbox, file_confinement, network_isolation, run_sandboxed
 
 HONEST = '''
@@ -92,15 +93,6 @@ def test_timeout_kills_the_whole_process_group(tmp_path):
     grandchild = int(res.stdout.split()[0])
     time.sleep(0.2)
     assert not _alive(grandchild)
-
-
-def _alive(pid: int) -> bool:
-    """True while pid runs; a zombie waiting for its (re)parent to reap it is dead."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
 
 
 def test_output_is_capped_and_drained(tmp_path):

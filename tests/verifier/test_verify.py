@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from processes import alive as _alive
 from verifier.records import VerifyConfig
 from verifier.task import load_task
 from verifier.verify import WorkerPool, prestart_worker, verify
@@ -186,15 +187,6 @@ def test_graph_timing_on_gpu(path):
 
 
 # ---- pre-started workers
-
-
-def _alive(pid: int) -> bool:
-    """True while pid runs; a zombie waiting for its (re)parent to reap it is dead."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
 
 
 def test_prestarted_worker_passes_a_good_candidate_and_says_where_its_start_went():
