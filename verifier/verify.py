@@ -262,6 +262,12 @@ def interpret(res: SandboxResult, base: dict, config: VerifyConfig) -> VerifyRes
 def _speedups(result: VerifyResult) -> None:
     cand = result.timing.median_ms
     result.speedups = {k: t.median_ms / cand for k, t in result.baselines.items() if cand > 0}
+    for name, t in result.baselines.items():
+        # NOTE: a call that cannot be captured in a CUDA graph is timed with events instead; for the candidate
+        # the worker says so, for a baseline (often timed in another process, then cached) it is said here
+        if t.method != result.timing.method:
+            result.flags.append(f"{name} was timed as {t.method}, the candidate as {result.timing.method}: "
+                                f"that speedup compares two timing methods")
     eager = result.speedups.get("eager")
     if eager is not None and eager > REVIEW_SPEEDUP:
         result.flags.append(f"{eager:.1f}x faster than eager: above {REVIEW_SPEEDUP:.0f}x, review by hand")

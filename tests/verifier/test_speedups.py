@@ -32,3 +32,12 @@ def test_exactly_10x_is_not_flagged():
     r = result(0.1, eager=1.0)
     _speedups(r)
     assert not r.flags
+
+
+def test_a_baseline_timed_by_another_method_is_flagged():
+    # a baseline that could not be captured in a CUDA graph was timed with events and cached that way
+    r = result(0.5, eager=1.0, compile=0.75)
+    r.timing.method = r.baselines["eager"].method = "graph"
+    _speedups(r)
+    assert r.speedups["compile"] == 1.5
+    assert r.flags == ["compile was timed as events, the candidate as graph: that speedup compares two timing methods"]
