@@ -32,8 +32,9 @@ State is plain JSON (dicts and lists) and checkpointed after every node in
 Dependencies are injected (`proposer`, `verify_fn`, `profile_fn`), so the same
 loop runs with the real verifier and profiler, or with any others that keep
 their signatures. The default verify_fn takes each candidate's sandboxed worker
-from a `verifier.verify.WorkerPool`: started ahead, while the loop does its own
-work, and closed however the loop ends.
+from a `verifier.verify.WorkerPool`: started ahead, once the analysis is done and
+then whenever a verification ends, so that its start-up overlaps the loop's own
+work (profiling, proposing) and never a timing; closed however the loop ends.
 """
 
 from __future__ import annotations
@@ -558,6 +559,16 @@ def _checkpointer(store: Store):
     return conn, SqliteSaver(conn)
 
 
+def _warming(pool, on_event: EventFn | None) -> EventFn:
+    """on_event, and the pool's first worker started when the analysis is done."""
+    def events(event: LoopEvent) -> None:
+        if event.kind == "analysis":
+            pool.refill()
+        if on_event is not None:
+            on_event(event)
+    return events
+
+
 def optimize(task_path: str | Path | None, config: OptimizeConfig, *, resume: str | None = None,
              proposer: Proposer | None = None, verify_fn: VerifyFn | None = None,
              profile_fn: ProfileFn | None = _DEFAULT, on_event: EventFn | None = None,
@@ -611,7 +622,10 @@ def optimize(task_path: str | Path | None, config: OptimizeConfig, *, resume: st
     if verify_fn is None:
         from verifier.verify import WorkerPool
 
-        pool = WorkerPool(verify_config.output_cap_bytes)
+        # NOTE: the first worker starts once the analysis is done: the analysis may time baselines on this GPU,
+        # and a worker's start-up (a CUDA context) must not run beside a timing
+        pool = WorkerPool(verify_config.output_cap_bytes, warm=False)
+        on_event = _warming(pool, on_event)
     loop = OptimizeLoop(task=task, config=config, proposer=proposer, store=store, run=run,
                         verify_fn=pool.verify if pool else verify_fn, profile_fn=profile_fn,
                         verify_config=verify_config, on_event=on_event, wall_before_s=run.wall_s)

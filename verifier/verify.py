@@ -89,11 +89,12 @@ class WorkerPool:
     It overlaps what the loop does between verifications instead (profiling, the next proposal).
     """
 
-    def __init__(self, output_cap_bytes: int = VerifyConfig.output_cap_bytes):
+    def __init__(self, output_cap_bytes: int = VerifyConfig.output_cap_bytes, warm: bool = True):
+        """warm=False: no worker until take() or refill() (the caller knows when the GPU is free)."""
         self.output_cap_bytes = output_cap_bytes
         self._lock = threading.Lock()
         self._closed = False
-        self._ready: Sandbox | None = prestart_worker(output_cap_bytes)
+        self._ready: Sandbox | None = prestart_worker(output_cap_bytes) if warm else None
 
     def take(self) -> Sandbox:
         """A started worker, for one verify(): the warm one if there is one, else a fresh one."""

@@ -359,6 +359,25 @@ def test_the_loop_verifies_on_prestarted_workers_and_leaves_none(tmp_path, task_
     assert len(pools) == 1 and worker_processes() == []
 
 
+def test_no_worker_starts_before_the_analysis_is_done(tmp_path, task_path, api_key, openai_server, monkeypatch,
+                                                     pools):
+    # the analysis may time baselines on the GPU: no worker's start-up may run beside it
+    import agent.graph
+
+    real, during = agent.graph.analyze_task, []
+
+    def analysis(*args, **kwargs):
+        during.append(worker_processes())
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(agent.graph, "analyze_task", analysis)
+    server = openai_server([reply(GOOD)])
+    run = optimize(task_path, make_config(tmp_path), proposer=make_proposer(server))
+    assert during == [[]] and run.status == "succeeded"
+    [attempt] = Store(make_config(tmp_path).results_dir).load_attempts(run.run_id)
+    assert PRESTART_PHASE in attempt.verify["phases"]      # started after the analysis, ahead of its job
+
+
 class InterruptedProposer(Proposer):
     name = "interrupted"
 
