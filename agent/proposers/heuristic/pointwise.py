@@ -33,6 +33,12 @@ def _strided_params(prog: PointwiseProgram, rank: int) -> list[str]:
             "over the output's dims (0 where broadcast)" for op in prog.operands]
 
 
+def _strided_header(name: str, prog: PointwiseProgram, rank: int, sizes: int) -> list[str]:
+    """A strided kernel's first lines: the output, each operand with its strides, and size1 .. size{sizes-1}."""
+    return ["@triton.jit", f"def {name}(", "    out_ptr,  # output, contiguous", *_strided_params(prog, rank),
+            *[f"    size{d},  # size of output dim {d}" for d in range(1, sizes)]]
+
+
 def _unravel(dims: int) -> list[str]:
     """Split the flat index in `rest` into i0 .. i{dims-1} over size1 .. size{dims-1}, last dim first."""
     lines = []
@@ -75,14 +81,7 @@ def _tiled_kernel(k: str, prog: PointwiseProgram) -> list[str]:
     ops = prog.operands
     rank = max(2, prog.rank)
     lead = rank - 2
-    lines = [
-        "@triton.jit",
-        f"def {k}_tiled_kernel(",
-        "    out_ptr,  # output, contiguous",
-        *_strided_params(prog, rank),
-    ]
-    for d in range(1, lead):
-        lines.append(f"    size{d},  # size of output dim {d}")
+    lines = _strided_header(f"{k}_tiled_kernel", prog, rank, sizes=lead)
     lines += [
         "    rows,  # size of the second-to-last output dim",
         "    cols,  # size of the last output dim",
@@ -111,14 +110,7 @@ def _tiled_kernel(k: str, prog: PointwiseProgram) -> list[str]:
 def _indexed_kernel(k: str, prog: PointwiseProgram) -> list[str]:
     ops = prog.operands
     rank = prog.rank
-    lines = [
-        "@triton.jit",
-        f"def {k}_indexed_kernel(",
-        "    out_ptr,  # output, contiguous",
-        *_strided_params(prog, rank),
-    ]
-    for d in range(1, rank):
-        lines.append(f"    size{d},  # size of output dim {d}")
+    lines = _strided_header(f"{k}_indexed_kernel", prog, rank, sizes=rank)
     lines += [
         "    numel,  # elements of the output (numel + BLOCK below 2**31: the index arithmetic is 32-bit)",
         "    BLOCK: tl.constexpr,  # elements per program",
