@@ -20,10 +20,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
+from verifier.records import TIMING_METHODS
+
 BACKENDS = ("triton", "cuda")
 PROPOSERS = ("auto", "openai", "heuristic")
 DEVICES = ("auto", "cpu", "cuda")
-TIMINGS = ("graph", "events")     # verifier.timing.METHODS
 # What a config stored before a setting existed was run with (a run or board resumed keeps it).
 STORED_BEFORE = {"timing": "events"}
 
@@ -63,8 +64,8 @@ class OptimizeConfig:
             raise ValueError(f"--proposer must be one of {', '.join(PROPOSERS)}, got {self.proposer!r}")
         if self.device not in DEVICES:
             raise ValueError(f"--device must be one of {', '.join(DEVICES)}, got {self.device!r}")
-        if self.timing not in TIMINGS:
-            raise ValueError(f"--timing must be one of {', '.join(TIMINGS)}, got {self.timing!r}")
+        if self.timing not in TIMING_METHODS:
+            raise ValueError(f"--timing must be one of {', '.join(TIMING_METHODS)}, got {self.timing!r}")
         for flag, value in (("--candidates", self.candidates), ("--max-iters", self.max_iters),
                             ("--patience", self.patience)):
             if value < 1:

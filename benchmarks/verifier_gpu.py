@@ -23,7 +23,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from verifier.records import VerifyConfig  # noqa: E402
+from verifier.records import TIMING_METHODS, VerifyConfig  # noqa: E402
 from verifier.task import load_task  # noqa: E402
 from verifier.verify import verify  # noqa: E402
 
@@ -43,7 +43,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default="verifier_gpu.json")
     ap.add_argument("--reps", type=int, default=100)
-    ap.add_argument("--timing", default=VerifyConfig.timing, choices=["graph", "events"])
+    ap.add_argument("--timing", default=VerifyConfig.timing, choices=TIMING_METHODS)
     ap.add_argument("--tasks", default="", help="comma-separated good candidates to run (default: all)")
     args = ap.parse_args()
     only = set(args.tasks.split(",")) if args.tasks else None

@@ -14,6 +14,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+# How a call is timed (verifier.timing): "graph", replays of a CUDA graph, the device's time (the default);
+# "events", each call as issued, the host's cost of the call included.
+TIMING_METHODS = ("graph", "events")
+
 # Every status a verification can end in. Only "ok" means the kernel passed.
 STATUSES = (
     "ok",             # correct on every trial (and timed, where a GPU was used)

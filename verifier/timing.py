@@ -50,7 +50,7 @@ import time
 
 import torch
 
-from verifier.records import Timing
+from verifier.records import TIMING_METHODS, Timing
 
 _Event = torch.cuda.Event
 _synchronize = torch.cuda.synchronize
@@ -61,7 +61,7 @@ _Stream = torch.cuda.Stream
 _current_stream = torch.cuda.current_stream
 _use_stream = torch.cuda.stream
 
-METHODS = ("events", "graph")
+METHODS = TIMING_METHODS
 
 SPOT_CHECKS = 3    # timed calls whose output is checked afterwards, outside the events
 _draw = random.SystemRandom()

@@ -21,7 +21,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from agent.config import BACKENDS, DEVICES, PROPOSERS, TIMINGS, OptimizeConfig
+from agent.config import BACKENDS, DEVICES, PROPOSERS, OptimizeConfig
+from verifier.records import TIMING_METHODS
 
 # flag dest -> OptimizeConfig field, for every flag that sets one
 FIELDS = {
@@ -72,7 +73,7 @@ def add_optimize_flags(p) -> None:
                    help="do not stop when the goal is met; use the whole budget looking for faster kernels")
     p.add_argument("--verify-timeout", type=float, metavar="S",
                    help=f"wall-clock limit per candidate (default {d['verify_timeout_s'].default:g} s)")
-    p.add_argument("--timing", choices=TIMINGS,
+    p.add_argument("--timing", choices=TIMING_METHODS,
                    help="graph: candidate and baselines replayed from CUDA graphs, the device's time (default); "
                         "events: each call timed as issued, the host's cost of the call included")
     p.add_argument("--results", metavar="DIR", help="results folder (default $KGEN_RESULTS, else results)")

@@ -12,6 +12,8 @@ import json
 import sys
 from pathlib import Path
 
+from verifier.records import TIMING_METHODS, VerifyConfig
+
 
 def register(sub) -> None:
     p = sub.add_parser("verify", help="check (and on a GPU, time) one candidate kernel for a task",
@@ -24,7 +26,7 @@ def register(sub) -> None:
     p.add_argument("--timeout", type=float, default=180.0, help="wall-clock limit in seconds (default 180)")
     p.add_argument("--no-baselines", action="store_true", help="skip the torch.compile baselines")
     p.add_argument("--reps", type=int, default=100, help="timed repetitions (default 100)")
-    p.add_argument("--timing", choices=["graph", "events"], default="graph",
+    p.add_argument("--timing", choices=TIMING_METHODS, default=VerifyConfig.timing,
                    help="graph: candidate and baselines captured in CUDA graphs and replayed, the device's time "
                         "(default); events: each call timed as issued, the host's cost of the call included")
     p.set_defaults(func=run)
@@ -50,7 +52,6 @@ def run(args) -> int:
     # NOTE: the worker starts first, so that its start-up (torch, triton, CUDA) overlaps the task's loading
     # here (which imports torch too) and the baseline cache's look-up; every way out of the block stops it.
     with prestart_worker() as worker:
-        from verifier.records import VerifyConfig
         from verifier.task import load_task
 
         task = load_task(args.task)
