@@ -5,7 +5,8 @@ The launcher views every operand as (outer, n, inner) around the reduced dims
 - one pass: the whole row (n rounded up to a power of two) sits in registers; short rows are packed
   ROWS to a program;
 - looped: rows too long for that are walked in BLOCK_N steps, one pass per reduction and one to write,
-  with softmax's max and sum of exponentials fused into one online pass (running max, rescaled sum).
+  with softmax's max and sum of exponentials fused into one online pass (running max, rescaled sum, kept
+  per lane and combined once after the loop).
 When the reduced dims are the last ones each program takes ROWS whole rows; otherwise (a reduction over
 a middle dim) each takes ROWS neighbouring positions of the trailing dims, so its loads stay contiguous.
 A cross-entropy mean adds a one-program kernel that sums the per-row losses and divides by the count of
@@ -225,15 +226,23 @@ class _RowKernel:
         body = self._body(main)
         e = body.value(red_max.arg)
         m, s = f"m{self._pass}", f"s{self._pass}"
-        main.emit(f"# pass {self._pass}: running max and rescaled sum of exponentials (online softmax)")
-        main.emit(f"{m} = tl.full([ROWS, 1], {NEG_INF}, tl.float32)")
-        main.emit(f"{s} = tl.zeros([ROWS, 1], dtype=tl.float32)")
+        # NOTE: a running max and sum per row, reduced across warps at every step, was 15% slower on the
+        # H200 for log_softmax (0.867 against 0.736 ms) and 7% for cross_entropy: each step waited on the
+        # reduction before its loads could issue
+        main.emit(f"# pass {self._pass}: running max and rescaled sum of exponentials (online softmax), one of each")
+        main.emit("# per lane, so that no step waits on a reduction across warps; the lanes are combined after the loop")
+        main.emit(f"{m}_lane = tl.full([ROWS, BLOCK_N], {NEG_INF}, tl.float32)")
+        main.emit(f"{s}_lane = tl.zeros([ROWS, BLOCK_N], dtype=tl.float32)")
         self._step_header(main)
         main.lines += body.lines
         main.emit(f"    e = tl.where(col_mask, {e}, {NEG_INF})")
-        main.emit(f"    m_new = tl.maximum({m}, tl.max(e, axis=1)[:, None])")
-        main.emit(f"    {s} = {s} * tl.exp({m} - m_new) + tl.sum(tl.exp(e - m_new), axis=1)[:, None]")
-        main.emit(f"    {m} = m_new")
+        main.emit(f"    m_new = tl.maximum({m}_lane, e)")
+        main.emit(f"    ref = tl.where(m_new == {NEG_INF}, 0.0, m_new)  # a lane that has seen nothing keeps a zero sum")
+        main.emit(f"    {s}_lane = {s}_lane * tl.exp({m}_lane - ref) + tl.exp(e - ref)")
+        main.emit(f"    {m}_lane = m_new")
+        main.emit(f"{m} = tl.max({m}_lane, axis=1)[:, None]")
+        main.emit(f"ref = tl.where({m} == {NEG_INF}, 0.0, {m})")
+        main.emit(f"{s} = tl.sum({s}_lane * tl.exp({m}_lane - ref), axis=1)[:, None]")
         main.names[red_max] = m
         main.names[red_sum] = s
 
