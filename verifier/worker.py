@@ -422,6 +422,8 @@ def _verify(job: dict, guard, result: dict) -> None:
             del clones
 
     _mark("correctness trials (first call compiles)")
+    if device == "cuda":
+        result["device"] = torch.cuda.get_device_name()   # also when the candidate is not timed
     if device == "cuda" and job["time_it"]:
         _time_on_gpu(job, task_mod, gen, ref_model, cand_model, run_candidate, result)
     elif job["trials"] > 0:
