@@ -7,8 +7,12 @@
 Round 1 is a default per family and benchmark size: tuned values on a GPU,
 small blocks on the CPU, where the Triton interpreter runs them. Each later
 round starts from the best configuration so far and takes the moves its
-diagnosis calls for, most pressing first: long-scoreboard stalls (waiting on
-global memory) call for deeper pipelining or wider loads; occupancy limited by
+diagnosis calls for, most pressing first: a 16-bit matmul with busy tensor
+cores and warps waiting on each other for a 128x256 tile on two warp groups;
+long-scoreboard stalls (waiting on global memory) call for deeper pipelining or
+wider loads, and in row kernels for the warps that give each thread 64 bytes of
+a step (the H200's best); a tiled pointwise kernel held back by barriers or
+registers for the 1-D indexed pass in small programs; occupancy limited by
 registers (or spills) for smaller tiles, then for matmul half the tile on half
 the warps, for row and pointwise kernels more warps (fewer elements, so fewer
 registers, per thread); a tail effect (a last wave that leaves most SMs idle)
@@ -27,6 +31,7 @@ import re
 from dataclasses import dataclass
 
 SOL_STOP_PCT = 85.0          # at this % of speed-of-light, another configuration cannot gain enough to matter
+ROW_BYTES_PER_THREAD = 64    # row kernels waiting on memory: the bytes of a step each thread loads that ran fastest
 H200_SMS = 132
 SMEM_BUDGET_BYTES = 200 * 1024   # of the H200's 227 KiB per block, leaving room for the epilogue's layout change
 DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "float64": 8}
@@ -40,6 +45,7 @@ class Problem:
     dtype: str                  # the main input's dtype (matmul: the dtype of the products)
     numel: int = 0              # pointwise: output elements
     flat: bool = True           # pointwise: every operand is the output's shape (the flat kernel runs)
+    indexable: bool = True      # pointwise: every operand's last dim is contiguous or broadcast (INDEXED=1 runs)
     rows: int = 0               # rowwise: number of rows (outer * inner)
     row_len: int = 0            # rowwise: reduced elements per row
     inner: int = 1              # rowwise: elements after the reduced dims (1: rows are contiguous in memory)
@@ -190,6 +196,11 @@ def _row_warps(cfg: RowConfig, p: Problem) -> int:
     return 4 if elems <= 2048 else (8 if elems <= 8192 else 16)
 
 
+def _smem_bytes(cfg: MatmulConfig, p: Problem) -> int:
+    """Shared memory the pipelined A and B tiles take."""
+    return cfg.num_stages * (cfg.BLOCK_M * cfg.BLOCK_K + cfg.BLOCK_K * cfg.BLOCK_N) * p.elem_bytes
+
+
 def _tiles(cfg: MatmulConfig, p: Problem) -> int:
     return p.batch * math.ceil(p.m / cfg.BLOCK_M) * math.ceil(p.n / cfg.BLOCK_N)
 
@@ -203,7 +214,12 @@ def launch_key(family: str, config: Config, problem: Problem, on_gpu: bool = Tru
         key = _row_launch(config, problem)
         return key if on_gpu else key[:3]
     if family == "pointwise":
-        key = (config.BLOCK, config.num_warps) if problem.flat else dataclasses.astuple(config)
+        if problem.flat:
+            key = (config.BLOCK, config.num_warps)
+        elif config.INDEXED and problem.indexable:
+            key = ("indexed", config.BLOCK, config.num_warps)      # the 1-D pass has no tiles
+        else:
+            key = dataclasses.astuple(_with(config, INDEXED=0))      # the tiles run either way
     else:
         key = dataclasses.astuple(config)
     if not on_gpu:
@@ -235,7 +251,7 @@ def valid(family: str, cfg: Config, problem: Problem, on_gpu: bool) -> bool:
     if not (1 <= cfg.GROUP_M <= 32 and 1 <= cfg.num_stages <= 6 and 1 <= cfg.num_warps <= 16):
         return False
     if on_gpu:
-        smem = cfg.num_stages * (cfg.BLOCK_M * cfg.BLOCK_K + cfg.BLOCK_K * cfg.BLOCK_N) * problem.elem_bytes
+        smem = _smem_bytes(cfg, problem)
         acc_regs = cfg.BLOCK_M * cfg.BLOCK_N // (32 * cfg.num_warps)   # fp32 accumulators per thread
         if smem > SMEM_BUDGET_BYTES or acc_regs > 128 or cfg.num_warps < 4 or cfg.num_stages < 2:
             return False
@@ -324,7 +340,9 @@ def _with(cfg: Config, **changes) -> Config:
 
 
 def _matmul_moves(cfg: MatmulConfig, p: Problem, diag: dict, sms: int) -> list[tuple[Config, str]]:
-    moves: list[tuple[Config, str]] = []
+    # NOTE: the wide tile comes first: on the H200 (matmul_bf16, 4096³) it beat both single-knob answers to
+    # the same diagnosis (4 warps, one more stage) in the same run
+    moves: list[tuple[Config, str]] = _wider_mma_tile(cfg, p, diag)
     for kind, share in stalls(diag):
         if share < 10:
             break
@@ -341,7 +359,6 @@ def _matmul_moves(cfg: MatmulConfig, p: Problem, diag: dict, sms: int) -> list[t
             moves.append((_with(cfg, num_stages=cfg.num_stages + 1), f"{what} → more independent loads in flight"))
         elif kind == "not_selected":
             moves.append((_with(cfg, num_warps=cfg.num_warps // 2), f"{what} → fewer warps competing to issue"))
-    moves += _wider_mma_tile(cfg, p, diag)
     smaller = _smaller_tile(cfg)
     # half the tile on half the warps: the same registers per thread, half per block, so more blocks fit
     second = (_with(smaller, num_warps=cfg.num_warps // 2), "smaller tiles on fewer warps, half the registers per block")
@@ -358,7 +375,8 @@ def _wider_mma_tile(cfg: MatmulConfig, p: Problem, diag: dict) -> list[tuple[Con
     """Tensor cores busy and warps waiting on each other: a 128x256 tile on two warp groups.
 
     Each K step of a wider tile issues twice the MMA work per barrier and per byte loaded from
-    shared memory; on Hopper 128x256 on 8 warps is the usual shape for a large 16-bit GEMM.
+    shared memory; on Hopper 128x256 on 8 warps is the usual shape for a large 16-bit GEMM. It takes
+    as many stages (up to 4) as the shared-memory budget holds: 4 with 64-deep K tiles in 16 bits.
     """
     tensor = _number(diag.get("tensor_core_pct"))
     waiting = {kind: share for kind, share in stalls(diag) if kind in ("wait", "barrier") and share >= 10}
@@ -366,9 +384,12 @@ def _wider_mma_tile(cfg: MatmulConfig, p: Problem, diag: dict) -> list[tuple[Con
             or cfg.BLOCK_N > 128 or cfg.BLOCK_M < 128:
         return []
     seen = " and ".join(f"{kind} {share:.0f}%" for kind, share in waiting.items())
-    return [(_with(cfg, BLOCK_N=cfg.BLOCK_N * 2, num_warps=8),
-             f"tensor cores {tensor:.0f}% active, {seen} of stall cycles → a wider tile on two warp groups: "
-             f"more MMA work per barrier and per loaded byte")]
+    wide = _with(cfg, BLOCK_N=cfg.BLOCK_N * 2, num_warps=8)
+    stages = max((s for s in range(cfg.num_stages, 5) if _smem_bytes(_with(wide, num_stages=s), p) <= SMEM_BUDGET_BYTES),
+                 default=cfg.num_stages)
+    wide = _with(wide, num_stages=stages)
+    return [(wide, f"tensor cores {tensor:.0f}% active, {seen} of stall cycles → a wider tile on two warp groups "
+                   f"with {stages} stages: more MMA work per barrier and per loaded byte")]
 
 
 def _smaller_tile(cfg: MatmulConfig) -> MatmulConfig:
@@ -440,22 +461,27 @@ def _tail_moves_matmul(cfg: MatmulConfig, p: Problem, diag: dict, sms: int):
 
 def _row_moves(cfg: RowConfig, p: Problem, diag: dict) -> list[tuple[Config, str]]:
     mode, block_n, rows, _ = _row_launch(cfg, p)
+    per_thread = block_n * rows * p.elem_bytes // (32 * cfg.num_warps)     # bytes of the step each thread loads
     moves: list[tuple[Config, str]] = []
     for kind, share in stalls(diag):
         if share < 10:
             break
         what = f"{kind} {share:.0f}% of stall cycles"
         if kind in ("long_scoreboard", "lg_throttle"):
-            more_warps = (_with(cfg, num_warps=cfg.num_warps * 2), f"{what} → more warps to hide memory latency")
+            # NOTE: on the H200 row kernels ran fastest at 64 bytes of a step a thread: softmax (8192 fp32, one
+            # pass) on 16 warps rather than 8, rmsnorm (4096 bf16) on 4 rather than 8; cross_entropy's looped
+            # kernel (4096-element steps, 64 B a thread on 8 warps) ran 35% slower on 16, log_softmax's no faster
+            if per_thread > ROW_BYTES_PER_THREAD:
+                moves.append((_with(cfg, num_warps=cfg.num_warps * 2),
+                              f"{what}, {per_thread} B a thread → more warps, {ROW_BYTES_PER_THREAD} B each"))
+            elif per_thread < ROW_BYTES_PER_THREAD:
+                moves.append((_with(cfg, num_warps=cfg.num_warps // 2),
+                              f"{what}, {per_thread} B a thread → fewer warps, {ROW_BYTES_PER_THREAD} B each: "
+                              "more loads in flight per thread"))
             if mode == "looped":
-                # NOTE: wider steps first was slower on the H200 every time it was tried (log_softmax
-                # 0.84 -> 1.35 ms, cross_entropy 0.57 -> 0.61 ms at LOOP_BLOCK 4096 -> 8192): twice the
-                # values per thread cost more occupancy than they added loads in flight
-                moves.append(more_warps)
                 moves.append((_with(cfg, LOOP_BLOCK=cfg.LOOP_BLOCK * 2), f"{what} → wider steps along the row, more loads in flight"))
             else:
                 moves.append((_with(cfg, TILE=cfg.TILE * 2), f"{what} → more rows per program, more loads in flight"))
-                moves.append(more_warps)
         elif kind in ("barrier", "membar", "short_scoreboard", "mio_throttle"):
             moves.append((_with(cfg, num_warps=cfg.num_warps // 2), f"{what} → fewer warps in each row's cross-warp reduction"))
     if mode == "one_pass":
@@ -479,7 +505,7 @@ def _row_moves(cfg: RowConfig, p: Problem, diag: dict) -> list[tuple[Config, str
 
 def _pointwise_moves(cfg: PointwiseConfig, p: Problem, diag: dict) -> list[tuple[Config, str]]:
     moves: list[tuple[Config, str]] = []
-    if not p.flat and not cfg.INDEXED and diag.get("bound") == "memory":
+    if not p.flat and p.indexable and not cfg.INDEXED and diag.get("bound") == "memory":
         # The 2-D tiles stage a broadcast row through a layout change (barrier stalls) and hold a tile of
         # offsets per operand (registers); a 1-D pass computes each operand's offset from the flat index.
         # (A transposed operand keeps the tiles: the launcher takes the 1-D pass only where every
@@ -493,8 +519,11 @@ def _pointwise_moves(cfg: PointwiseConfig, p: Problem, diag: dict) -> list[tuple
         if "register" in str(occ.get("limiter") or "").lower() and achieved is not None and achieved < 60:
             seen.append(f"occupancy {achieved:.0f}% limited by registers")
         if seen:
-            moves.append((_with(cfg, INDEXED=1), f"{' and '.join(seen)} in the 2-D tiles → a 1-D pass with "
-                                                 "index arithmetic (no tile to stage, fewer registers)"))
+            # NOTE: smaller programs: on the H200 (pointwise_chain) the 1-D pass ran 1024 elements on 4 warps
+            # 9% faster than 4096 on 8, and each halving of the block between them helped
+            moves.append((_with(cfg, INDEXED=1, BLOCK=min(cfg.BLOCK, 1024), num_warps=min(cfg.num_warps, 4)),
+                          f"{' and '.join(seen)} in the 2-D tiles → a 1-D pass with index arithmetic (no tile "
+                          "to stage, fewer registers), in small programs"))
     for kind, share in stalls(diag):
         if share < 10:
             break

@@ -866,12 +866,30 @@ class _GraphReader:
 # benchmark sizes
 
 
+def _last_dims_contiguous(program: PointwiseProgram, reader: _GraphReader, model, inputs) -> bool:
+    """Whether every operand's last dim is contiguous or broadcast at the benchmark sizes, i.e. whether the
+    launcher will take the 1-D indexed pass (INDEXED=1) rather than keep the 2-D tiles (a transpose).
+
+    The operands' expressions are evaluated on the meta tensors; True when they cannot be (the launcher
+    decides at run time in any case).
+    """
+    if model is None or inputs is None:
+        return True
+    names = dict(zip(reader.user_inputs, inputs), self=model)
+    try:
+        views = [eval(op.expr, {"__builtins__": {}}, names) for op in program.operands]  # noqa: S307 - our own expressions
+        return all(v.dim() == 0 or v.shape[-1] == 1 or v.stride(-1) in (0, 1) for v in views)
+    except Exception:
+        return True
+
+
 def _problem(module, init_values, reader: _GraphReader, program: Program) -> tuple[Problem, tuple]:
     """Sizes of the benchmark inputs (get_inputs), traced on the meta device; small sizes if that fails."""
     import torch
 
     shapes: dict[str, tuple] = {}
     full_inputs: tuple = ()
+    model = inputs = None
     try:
         with torch.device("meta"):
             model = module.Model(*init_values)
@@ -893,7 +911,8 @@ def _problem(module, init_values, reader: _GraphReader, program: Program) -> tup
         # the flat kernel runs when every operand is a whole tensor of the output's shape (no view, no broadcast)
         out_shape = reader.out_shape
         flat = all(op.shape == out_shape and "(" not in op.expr for op in program.operands)
-        return Problem("pointwise", main_dtype, numel=size, flat=flat), full_inputs
+        indexable = flat or _last_dims_contiguous(program, reader, model, inputs)
+        return Problem("pointwise", main_dtype, numel=size, flat=flat, indexable=indexable), full_inputs
     if isinstance(program, RowProgram):
         space = shapes.get(reader.anchor) or reader.span[2]
         lo, hi = program.lo, program.hi
