@@ -29,3 +29,40 @@ def test_first_heuristic_kernel_passes_verification(name):
     result = verify(task, proposals[0].source, VerifyConfig(device="cpu", timeout_s=150))
     assert result.status == "ok", (result.status, result.reason, result.feedback[-800:])
     assert result.trials == 5
+
+
+# Templates at the configurations the GPU walk proposes (the default for the benchmark sizes, and the variants
+# its moves lead to), checked on the GPU by the verifier on the task's own inputs: the interpreter runs small
+# inputs only, where a looped row, a 1-D indexed pass or a 128x256 tile never meet the sizes they are for.
+GPU_CASES = [
+    ("log_softmax", None),                                   # looped rows, per-lane online max and sum
+    ("cross_entropy", None),
+    ("pointwise_chain", "pointwise BLOCK=1024 TILE_C=128 num_warps=4 INDEXED=1"),
+    ("matmul_bf16", "matmul BLOCK_M=128 BLOCK_N=256 BLOCK_K=64 GROUP_M=8 num_warps=8 num_stages=4"),
+    ("rmsnorm", "rowwise ONE_PASS_MAX=16384 LOOP_BLOCK=4096 TILE=4096 num_warps=4"),
+]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name, note", GPU_CASES)
+def test_gpu_configurations_pass_verification_on_the_benchmark_inputs(name, note):
+    import torch
+
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+    from agent.proposers.heuristic import configs
+    from agent.proposers.heuristic.proposer import _emitter
+
+    task = load_task(TASKS / f"{name}.py")
+    proposer = HeuristicProposer(task)
+    if note is None:
+        [proposal] = proposer.propose(ProposeContext(task_name=name, task_source=task.source, backend="triton",
+                                                     analysis={"gpu": {"name": "cuda"}}, round=1, n=1))
+        source = proposal.source
+    else:
+        family, cfg = configs.parse_note(note)
+        assert configs.valid(family, cfg, proposer.recognition.problem, on_gpu=True)
+        source = _emitter(family)(proposer.recognition, cfg, note)
+    result = verify(task, source, VerifyConfig(device="cuda", time_it=False, baselines=False, timeout_s=300))
+    assert result.status == "ok", (result.status, result.reason, result.feedback[-800:])
+    assert result.device == torch.cuda.get_device_name() and result.trials == 5   # ran on the GPU, not the interpreter
