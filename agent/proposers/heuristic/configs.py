@@ -11,7 +11,7 @@ diagnosis calls for, most pressing first: a 16-bit matmul with busy tensor
 cores and warps waiting on each other for a 128x256 tile on two warp groups;
 long-scoreboard stalls (waiting on global memory) call for deeper pipelining or
 wider loads, and in row kernels for the warps that give each thread 64 bytes of
-a step (the H200's best); a tiled pointwise kernel held back by barriers or
+a step (the best for one-pass rows on the H200); a tiled pointwise kernel held back by barriers or
 registers for the 1-D indexed pass in small programs; occupancy limited by
 registers (or spills) for smaller tiles, then for matmul half the tile on half
 the warps, for row and pointwise kernels more warps (fewer elements, so fewer
@@ -31,7 +31,7 @@ import re
 from dataclasses import dataclass
 
 SOL_STOP_PCT = 85.0          # at this % of speed-of-light, another configuration cannot gain enough to matter
-ROW_BYTES_PER_THREAD = 64    # row kernels waiting on memory: the bytes of a step each thread loads that ran fastest
+ROW_BYTES_PER_THREAD = 64    # row kernels waiting on memory: the bytes a thread loads a step (fastest for one-pass rows)
 H200_SMS = 132
 SMEM_BUDGET_BYTES = 200 * 1024   # of the H200's 227 KiB per block, leaving room for the epilogue's layout change
 DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "float64": 8}
@@ -468,9 +468,11 @@ def _row_moves(cfg: RowConfig, p: Problem, diag: dict) -> list[tuple[Config, str
             break
         what = f"{kind} {share:.0f}% of stall cycles"
         if kind in ("long_scoreboard", "lg_throttle"):
-            # NOTE: on the H200 row kernels ran fastest at 64 bytes of a step a thread: softmax (8192 fp32, one
-            # pass) on 16 warps rather than 8, rmsnorm (4096 bf16) on 4 rather than 8; cross_entropy's looped
-            # kernel (4096-element steps, 64 B a thread on 8 warps) ran 35% slower on 16, log_softmax's no faster
+            # NOTE: on the H200 one-pass rows ran fastest at 64 bytes a thread: softmax (8192 fp32) on 16 warps
+            # rather than 8, rmsnorm (4096 bf16) on 4 rather than 8. Looped rows are less regular: at 4096-element
+            # steps on 8 warps (64 B) cross_entropy ran 35% slower on 16 warps and log_softmax no faster, while
+            # 2048-element steps (32 B, proposed for register-limited occupancy) were 9% faster for cross_entropy
+            # and 14% slower for log_softmax
             if per_thread > ROW_BYTES_PER_THREAD:
                 moves.append((_with(cfg, num_warps=cfg.num_warps * 2),
                               f"{what}, {per_thread} B a thread → more warps, {ROW_BYTES_PER_THREAD} B each"))
