@@ -602,7 +602,6 @@ def _time_on_gpu(job, task_mod, gen, ref_model, cand_model, run_candidate, resul
 
     _physics(job, ref_model, buffers, t_cand, result)
     _mark("roofline check")
-    result["device"] = torch.cuda.get_device_name()
 
 
 def _time_compiled(ref_model, buffers, refresh, mode: str, job, flush) -> dict:
