@@ -615,6 +615,23 @@ def optimize(task_path: str | Path | None, config: OptimizeConfig, *, resume: st
         run.status, run.stop_reason, run.finished_at = "running", "", ""
         store.save_run(run)
 
+    try:
+        return _run_loop(task, config, store, run, proposer, device, verify_fn, profile_fn, on_event)
+    except KeyboardInterrupt:
+        # NOTE: Ctrl-C (or SIGTERM/SIGHUP, agent.cli) before the loop's own handler is in place: the run is
+        # stored already, so it must not stay "running"
+        if run.status == "running":
+            run.status, run.finished_at = "interrupted", utc_now()
+            run.stop_reason = f"interrupted; continue with: kgen optimize --resume {run.run_id}"
+            store.save_run(run)
+            if on_event is not None:
+                on_event(LoopEvent(kind="stop", run=run, message=run.stop_reason))
+        return run
+
+
+def _run_loop(task, config: OptimizeConfig, store: Store, run: Run, proposer: Proposer, device: str,
+              verify_fn: VerifyFn | None, profile_fn: ProfileFn | None, on_event: EventFn | None) -> Run:
+    """The stored run's loop, from its verifier's set-up to its end."""
     verify_config = VerifyConfig(device=device, timeout_s=config.verify_timeout_s,
                                  cache_dir=store.root / "baselines", timing=config.timing)
     conn, saver = _checkpointer(store)

@@ -19,15 +19,18 @@ Exit codes: 0 written; 2 nothing by that name.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+from pathlib import Path
 
 
 def register(sub) -> None:
     p = sub.add_parser("report", help="write a self-contained HTML page for a run or a leaderboard",
                        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("target", help="a run id (or unique prefix, or latest), a leaderboard name, or a task name")
-    p.add_argument("-o", "--output", metavar="FILE",
-                   help="where to write the page (default report.html in the run's or the board's folder)")
+    p.add_argument("-o", "--output", metavar="FILE|DIR",
+                   help="where to write the page: a file, or a folder to write report.html into "
+                        "(default report.html in the run's or the board's folder)")
     p.add_argument("--results", metavar="DIR", help="results folder (default $KGEN_RESULTS, else results)")
     p.set_defaults(func=run)
 
@@ -45,13 +48,35 @@ def run(args) -> int:
     except KeyError as exc:
         print(f"kgen report: error: {str(exc).strip(chr(39))}", file=sys.stderr)
         return 2
+    output = _output_path(args.output)
+    if output is None:
+        return 2
     if target.kind == "leaderboard":
-        out = args.output or board_dir(results, target.name) / "report.html"
+        out = output or board_dir(results, target.name) / "report.html"
         path = write_board_report(store, load_board(results, target.name), out)
     else:
         run_id = store.list_runs(task=target.name, limit=1)[0].run_id if target.kind == "task" else target.name
-        out = args.output or store.run_dir(run_id) / "report.html"
+        out = output or store.run_dir(run_id) / "report.html"
         path = write_run_report(store, run_id, out)
     print(f"wrote {path}")
     print(f"open it: file://{path.resolve()}")
     return 0
+
+
+def _output_path(output: str | None):
+    """Where -o points: a folder (existing, or named with a trailing slash) gets report.html inside it.
+
+    "" when not given (the default place applies); None, with the reason printed, when it cannot be written."""
+    if not output:
+        return ""
+    path = Path(output)
+    if path.is_dir() or output.endswith(("/", os.sep)):
+        path = path / "report.html"
+    if path.exists() and not path.is_file():
+        print(f"kgen report: error: {path} exists and is not a file", file=sys.stderr)
+        return None
+    parent = path.parent
+    if parent.exists() and not parent.is_dir():
+        print(f"kgen report: error: {parent} is not a folder", file=sys.stderr)
+        return None
+    return path

@@ -253,3 +253,23 @@ def test_browser_renders_the_untimed_cpu_run(browser, cpu_page, tmp_path):
         assert errors == [] and only_own_requests(requests, path)
     finally:
         page.close()
+
+
+def test_output_folder_gets_report_html_inside(tmp_path):
+    from agent.commands.report import _output_path
+
+    folder = tmp_path / "pages"
+    folder.mkdir()
+    assert _output_path(str(folder)) == folder / "report.html"
+    assert _output_path(str(tmp_path / "new") + "/") == tmp_path / "new" / "report.html"
+    assert _output_path(str(tmp_path / "x.html")) == tmp_path / "x.html"
+    assert _output_path(None) == ""
+
+
+def test_output_under_a_file_is_a_usage_error(tmp_path, capsys):
+    from agent.commands.report import _output_path
+
+    blocker = tmp_path / "a-file"
+    blocker.write_text("x")
+    assert _output_path(str(blocker / "report.html")) is None
+    assert "is not a folder" in capsys.readouterr().err
