@@ -163,6 +163,15 @@ def scrub_config(config: Mapping[str, Any]) -> dict[str, Any]:
     return clean
 
 
+def _current_umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+_UMASK = _current_umask()   # read once, at import: os.umask can only be read by setting it
+
+
 def _write_text(path: Path, text: str) -> None:
     """Write a file atomically (a crash leaves the old file or the new one, never half of one)."""
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -170,6 +179,8 @@ def _write_text(path: Path, text: str) -> None:
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(redact(text))
+        # NOTE: mkstemp makes the file 0600; a result is an ordinary file, readable as the user's umask allows
+        os.chmod(tmp, 0o666 & ~_UMASK)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

@@ -153,7 +153,7 @@ def summary(run_, store) -> str:
             lines.append("speedup: not timed: no GPU (correct on the small inputs under the Triton interpreter)")
     else:
         lines.append("no verified kernel")
-    lines.append(f"attempts: {run_.attempts} in {run_.rounds} round(s); tokens {run_.tokens:,}; "
+    lines.append(f"attempts: {run_.attempts} in {run_.rounds} round{'' if run_.rounds == 1 else 's'}; tokens {run_.tokens:,}; "
                  f"cost ${run_.cost_usd:.4f}; {run_.wall_s:.0f} s")
     if run_.status == "interrupted" or (run_.status == "failed" and run_.best_attempt is None):
         lines.append(f"continue: kgen optimize --resume {run_.run_id}")

@@ -223,7 +223,7 @@ def show_run(console, store, run_id: str) -> None:
                   f"{run.status}[/]", highlight=False)
     console.print(f"why it ended: {run.stop_reason or '-'}", highlight=False)
     console.print(f"proposer {run.proposer}{model}, {run.backend} on {run.gpu or run.device}; "
-                  f"{run.attempts} attempts in {run.rounds} round(s); tokens {run.tokens:,}; "
+                  f"{run.attempts} attempt{'' if run.attempts == 1 else 's'} in {run.rounds} round{'' if run.rounds == 1 else 's'}; tokens {run.tokens:,}; "
                   f"cost ${run.cost_usd:.4f}; {run.wall_s:.0f} s", highlight=False)
     console.print(f"best: {best_text(run)}" + ("" if run.device == "cuda" or run.best_attempt is None
                                                else " (no GPU: checked under the Triton interpreter)"),

@@ -33,17 +33,20 @@ def register(sub) -> None:
 
 
 def read_candidate(path: str) -> str:
+    """The kernel file's text; TaskError (a usage error, exit 2) when it is missing, a folder or not text."""
     from verifier.task import TaskError
 
     p = Path(path)
+    if p.is_dir():
+        raise TaskError(f"{path}: is a directory, expected a kernel .py file defining ModelNew")
     if not p.is_file():
         raise TaskError(f"{path}: no such kernel file")
     data = p.read_bytes()
     try:
         return data.decode("utf-8")
-    except UnicodeDecodeError:
-        # A candidate that is not text is a bad candidate, not a usage error: it gets a verdict.
-        return data.decode("utf-8", errors="replace")
+    except UnicodeDecodeError as exc:
+        raise TaskError(f"{path}: not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start}); "
+                        f"a kernel file is Python source") from None
 
 
 def run(args) -> int:
@@ -51,11 +54,11 @@ def run(args) -> int:
 
     # NOTE: the worker starts first, so that its start-up (torch, triton, CUDA) overlaps the task's loading
     # here (which imports torch too) and the baseline cache's look-up; every way out of the block stops it.
+    source = read_candidate(args.kernel)   # NOTE: before the worker and the task: a wrong path is said at once
     with prestart_worker() as worker:
         from verifier.task import load_task
 
         task = load_task(args.task)
-        source = read_candidate(args.kernel)
         config = VerifyConfig(device=args.device, trials=args.trials, timeout_s=args.timeout,
                               baselines=not args.no_baselines, reps=args.reps, timing=args.timing)
         try:
@@ -71,8 +74,9 @@ def run(args) -> int:
 
 
 def render(result, kernel_path: str = "") -> str:
-    lines = [f"{result.status.upper():<14} {result.task}  {kernel_path}  [{result.backend or '?'} on {result.device or '?'}]",
-             f"reason: {result.reason}"]
+    where = " on ".join(part for part in (result.backend, result.device) if part)
+    head = f"{result.status.upper():<14} {result.task}  {kernel_path}" + (f"  [{where}]" if where else "")
+    lines = [head.rstrip(), f"reason: {result.reason}"]
     if result.feedback and not result.passed:
         lines += ["", result.feedback.rstrip(), ""]
     if result.timing:
@@ -87,7 +91,8 @@ def render(result, kernel_path: str = "") -> str:
             lines.append(f"roofline floor: {result.floor_ms:.4f} ms (no honest kernel is faster; "
                          f"this one takes {t.median_ms / result.floor_ms:.1f}x that)")
     elif result.passed:
-        lines.append("not timed: no GPU here (correctness checked under the Triton interpreter on the small inputs)")
+        lines.append("not timed: no GPU here (correctness checked under the Triton interpreter; "
+                     "the notes say on which shapes)")
     if result.trials:
         lines.append(f"trials passed: {result.trials}")
     for flag in result.flags:

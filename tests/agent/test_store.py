@@ -206,3 +206,17 @@ def test_attempt_from_an_untimed_verdict_has_no_time():
 
     attempt = Attempt.from_result("r", 1, 1, VerifyResult(status="ok", reason="correct"), sol_ms=0.4)
     assert attempt.median_ms is None and attempt.speedup is None and attempt.sol_pct is None
+
+
+def test_result_files_are_readable_as_the_umask_allows(tmp_path):
+    import os
+    import stat
+
+    from agent.store import _write_text
+
+    path = tmp_path / "run.json"
+    _write_text(path, "{}")
+    mode = stat.S_IMODE(os.stat(path).st_mode)
+    mask = os.umask(0)
+    os.umask(mask)
+    assert mode == 0o666 & ~mask and mode & 0o044   # not mkstemp's 0600

@@ -70,9 +70,35 @@ def test_an_early_exit_is_one_line_exit_2_and_stops_the_worker(case, tmp_path, w
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert err.startswith("kgen: error: ") and err.count("\n") == 1, err
+    if case == "missing kernel":   # said before anything starts
+        assert workers == []
+        return
     assert len(workers) == 1 and not workers[0].alive
     time.sleep(0.1)
     assert not _alive(workers[0].pid)
+
+
+@pytest.mark.parametrize("case, words", [("folder", "is a directory, expected a kernel .py file"),
+                                         ("latin-1", "not UTF-8 text (byte 0xe9 at offset 16)")])
+def test_a_kernel_path_that_is_no_kernel_file_says_what_it_is(case, words, tmp_path, workers, capsys):
+    kernel = tmp_path / "kernel.py"
+    if case == "folder":
+        kernel.mkdir()
+    else:
+        kernel.write_bytes("# written in caf\u00e9 style\nclass ModelNew: pass\n".encode("latin-1"))
+    started = time.monotonic()
+    assert main(["verify", str(ROOT / "tasks" / "softmax.py"), str(kernel)]) == 2
+    assert time.monotonic() - started < 2.0     # before the task is loaded
+    err = capsys.readouterr().err
+    assert words in err and err.count("\n") == 1, err
+    assert workers == []
+
+
+def test_a_verdict_with_no_backend_or_device_prints_no_question_marks():
+    result = VerifyResult(status="rejected", reason="no class ModelNew defined", task="softmax")
+    head = render(result, "k.py").splitlines()[0]
+    assert "?" not in head and head == "REJECTED       softmax  k.py"
+    assert render(timed("graph"), "k.py").splitlines()[0].endswith("[triton on NVIDIA H200]")
 
 
 def test_a_verified_kernel_ran_on_the_worker_started_first(workers, capsys):
