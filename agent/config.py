@@ -92,6 +92,21 @@ class OptimizeConfig:
             return "openai"
         return "heuristic"
 
+    def proposer_problems(self, env: Mapping[str, str] | None = None) -> tuple[list[str], list[str]]:
+        """(errors, notes) for settings the chosen proposer cannot honour: an error stops the command before
+        a run is stored, a note says what is ignored."""
+        errors, notes = [], []
+        if self.proposer_name(env) == "heuristic":
+            if self.backend != "triton":
+                errors.append(f"the heuristic proposer writes Triton kernels only; --backend {self.backend} "
+                              "needs an LLM (--model, with OPENAI_API_KEY or --base-url)")
+            if self.temperature is not None:
+                notes.append("--temperature is ignored: the heuristic proposer samples nothing")
+            if self.model:
+                notes.append("--model is ignored: no LLM endpoint is configured (set OPENAI_API_KEY, "
+                             "OPENAI_BASE_URL or --base-url), so the heuristic proposer runs")
+        return errors, notes
+
     def model_name(self, env: Mapping[str, str] | None = None) -> str | None:
         env = os.environ if env is None else env
         return self.model or env.get("KGEN_MODEL") or None

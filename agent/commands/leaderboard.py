@@ -105,6 +105,12 @@ def run(args) -> int:
         except ValueError as exc:
             return _error(str(exc))
 
+    if kernels_dir is None:   # a board that proposes kernels: the proposer must be able to honour the flags
+        errors, notes = config.proposer_problems()
+        if errors:
+            return _error(errors[0])
+        for note in notes:
+            print(f"kgen leaderboard: note: {note}", file=sys.stderr)
     try:
         device, gpu = resolve_device(config.device)
     except ValueError as exc:

@@ -110,6 +110,12 @@ def run(args) -> int:
     except (ValueError, KeyError) as exc:
         _error(str(exc).strip("'\""))
         return 2
+    errors, notes = config.proposer_problems()
+    if errors:
+        _error(errors[0])
+        return 2
+    for note in notes:
+        print(f"kgen optimize: note: {note}", file=sys.stderr)
 
     view = make_view(sys.stderr)
     try:

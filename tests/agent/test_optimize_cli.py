@@ -218,3 +218,20 @@ def test_a_config_stored_before_timing_was_a_setting_resumes_with_events():
     assert OptimizeConfig.from_dict({"backend": "triton"}).timing == "events"    # stored before --timing
     assert OptimizeConfig.from_dict({"timing": "graph"}).timing == "graph"
     assert OptimizeConfig().timing == "graph"                                    # a new run
+
+
+def test_a_cuda_backend_with_the_heuristic_proposer_is_a_usage_error_before_any_run(task_path, results,
+                                                                                      monkeypatch, capsys):
+    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL"):
+        monkeypatch.delenv(name, raising=False)
+    assert main(["optimize", str(task_path), "--backend", "cuda", "--device", "cpu"]) == 2
+    assert "writes Triton kernels only" in capsys.readouterr().err
+    assert not (results / "kgen.sqlite").exists() or Store(results).list_runs() == []
+
+
+def test_settings_the_heuristic_proposer_ignores_are_named(monkeypatch):
+    errors, notes = OptimizeConfig(temperature=0.7, model="gpt-4.1").proposer_problems(env={})
+    assert errors == []
+    assert any("--temperature is ignored" in n for n in notes)
+    assert any("--model is ignored" in n for n in notes)
+    assert OptimizeConfig(temperature=0.7).proposer_problems(env={"OPENAI_API_KEY": "x"}) == ([], [])
