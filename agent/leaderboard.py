@@ -505,6 +505,7 @@ class Job:
     started_path: str           # where it writes {"run_id"} as soon as the run exists
     resume: str | None = None   # a run id to continue
     kernel_path: str | None = None
+    kernel_paths: list[str] | None = None   # KernelBench samples of the task, each scored (agent.kernelbench.samples)
 
 
 def run_job(job: Job) -> dict[str, Any]:
@@ -519,7 +520,11 @@ def run_job(job: Job) -> dict[str, Any]:
     store = Store(config.results_dir)
     try:
         if job.kind == "verify":
-            run = score_kernel(job.task_path, job.kernel_path, config, store)
+            if job.kernel_paths:
+                from agent.kernelbench.samples import score_samples
+                run = score_samples(job.task_path, job.kernel_paths, config, store)
+            else:
+                run = score_kernel(job.task_path, job.kernel_path, config, store)
             print(f"run {run.run_id}: {run.stop_reason}", file=sys.stderr)
         else:
             view = PlainView(sys.stderr)
@@ -606,7 +611,7 @@ class BoardRunner:
     """Runs the pending tasks of a board on its workers and keeps the board's files current."""
 
     def __init__(self, board: Leaderboard, results_dir: str | Path, workers: list[Worker], *,
-                 kernels: dict[str, Path | str] | None = None,
+                 kernels: dict[str, Path | tuple[Path, ...] | str] | None = None,
                  on_start: Callable[[Row, Worker], None] | None = None,
                  on_row: Callable[[Row], None] | None = None):
         self.board = board
@@ -733,7 +738,7 @@ class BoardRunner:
         kernel = None
         if kind == "verify":
             kernel = self.kernels.get(row.task)
-            if not isinstance(kernel, Path):
+            if not isinstance(kernel, (Path, tuple)):   # a tuple: the task's KernelBench samples
                 return dataclasses.replace(row, status=MISSING, reason=str(kernel or "no kernel file"), correct=False)
         resume = None
         if kind == "optimize":
@@ -746,7 +751,8 @@ class BoardRunner:
         config = {**self.board.config, "results_dir": str(self.results_dir)}
         job = Job(kind=kind, task=row.task, task_path=row.task_path, config=config,
                   result_path=str(result_path.resolve()), started_path=str(started_path.resolve()),
-                  resume=resume, kernel_path=str(kernel.resolve()) if kernel else None)
+                  resume=resume, kernel_path=str(kernel.resolve()) if isinstance(kernel, Path) else None,
+                  kernel_paths=[str(k.resolve()) for k in kernel] if isinstance(kernel, tuple) else None)
         job_path.write_text(json.dumps(dataclasses.asdict(job), indent=2))
 
         log_path = self.folder / "logs" / f"{row.task}.log"
