@@ -60,3 +60,15 @@ def protocol_line(method: str, reps: int) -> str:
 def reported_ms(timing: "Timing") -> float:
     """The time a protocol reports: the mean of the trials for kernelbench, the median for the others."""
     return timing.mean_ms if protocol(timing.method).statistic == "mean" else timing.median_ms
+
+
+def timing_line(method: str, reps: int | None = None, compile_modes: tuple[str, ...] | None = None) -> str:
+    """The protocol and the baselines a table's times rest on, in one line (VerifyConfig's defaults where not given):
+    'kernelbench (..., mean of 100); baselines: eager and torch.compile (default, max-autotune-no-cudagraphs),
+    each timed the same way'."""
+    from verifier.records import VerifyConfig
+
+    reps = VerifyConfig.reps if reps is None else reps
+    modes = VerifyConfig.compile_modes if compile_modes is None else compile_modes
+    compiled = f" and torch.compile ({', '.join(modes)})" if modes else ""
+    return f"{protocol_line(method, reps)}; baselines: eager{compiled}, each timed the same way"
