@@ -50,6 +50,7 @@ from agent.config import STORED_BEFORE
 from agent.fastp import THRESHOLDS, FastP, Outcome, fast_table, geomean_speedup
 from agent.records import Attempt, Run
 from agent.store import Store, new_run_id, scrub_config, utc_now
+from verifier.protocols import timing_line
 from verifier.sandbox import describe_exit
 
 LEADERBOARDS_DIR = "leaderboards"
@@ -306,7 +307,8 @@ def to_markdown(board: Leaderboard) -> str:
              f"- suite: `{board.suite}` ({s.tasks} tasks, {s.done} done)",
              f"- mode: {board.mode}" + (f" (kernels from `{board.kernels_dir}`)" if board.kernels_dir else ""),
              f"- device: {where}",
-             "- settings: " + _settings_line(board), f"- updated: {board.updated_at}", "",
+             "- settings: " + _settings_line(board), f"- updated: {board.updated_at}",
+             f"- timing: {timing_line(board.config.get('timing') or STORED_BEFORE['timing'])}", "",
              "## Summary", "",
              "fast_p: share of all tasks whose kernel is correct and strictly more than p times faster "
              "(fast_0: correct).", "",
@@ -348,6 +350,7 @@ def rich_board(board: Leaderboard):
     s = board.summary()
     where = board.gpu or ("CPU: nothing timed" if board.device == "cpu" else board.device)
     head = Text(f"leaderboard {board.name}  {board.mode}  {s.done}/{s.tasks} tasks  on {where}", style="bold")
+    head.append(f"\ntiming: {timing_line(board.config.get('timing') or STORED_BEFORE['timing'])}", style="dim")
     summary = Table(title="summary", title_justify="left")
     summary.add_column("against")
     for h in summary_headers():
