@@ -17,7 +17,7 @@ import argparse
 import importlib
 import sys
 
-COMMANDS = ("optimize", "verify", "profile", "leaderboard", "show", "report")
+COMMANDS = ("optimize", "verify", "profile", "leaderboard", "show", "report", "export")
 
 
 def build_parser() -> argparse.ArgumentParser:
