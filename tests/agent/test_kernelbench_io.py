@@ -397,3 +397,13 @@ def test_compile_baseline_keys_name_kernelbench_files():
 def test_the_board_markdown_names_its_protocol_and_baselines(timing, line):
     board = Leaderboard(name="x", suite="s", mode="optimize", config={"timing": timing} if timing else {})
     assert line in to_markdown(board)
+
+
+def test_kgen_verify_prints_a_kernelbench_timing_as_its_mean_and_names_the_protocol():
+    from agent.commands.verify import render
+
+    cand, eager = kernelbench_timing([1.0, 1.0, 1.6]), kernelbench_timing([3.0, 3.0, 6.0])
+    text = render(VerifyResult(status="ok", reason="ok", timing=cand, baselines={"eager": eager},
+                               speedups={"eager": 4.0 / 1.2}))
+    assert "candidate: 1.2000 ms mean of 3 (KernelBench's: CUDA events around each call" in text
+    assert "median 1.0000" in text and "eager: 4.0000 ms  -> speedup 3.33x" in text
