@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from agent.config import STORED_BEFORE
 from agent.kernelbench.names import parse_sample_name, problem_number, task_level
 from agent.records import Attempt, Run
 from agent.store import Store
@@ -142,7 +143,7 @@ def export_board(board, store: Store, out_dir: str | Path, *, level: int | None 
     evals: dict[int, dict[int, list[EvalSample]]] = {}
     baselines: dict[str, dict[int, dict[str, RuntimeStats]]] = {}
     exported: set[tuple[int, str]] = set()     # (level, problem file name) of every problem written
-    method = board.config.get("timing") or "events"
+    method = board.config.get("timing") or STORED_BEFORE["timing"]   # a board stored before --timing: events
     for row in board.rows:
         number, lvl = problem_number(row.task_path), task_level(row.task_path) or level
         if number is None:

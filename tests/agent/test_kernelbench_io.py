@@ -153,6 +153,16 @@ def test_the_leaderboard_refuses_a_bad_problems_spec_before_running(level1, tmp_
     assert not (tmp_path / "results" / "leaderboards").exists()
 
 
+def test_a_board_takes_the_selected_problems_in_numeric_order(tmp_path):
+    folder = tmp_path / "level1"
+    write_tasks(folder, ["10_C.py", "1_A.py", "2_B.py", "30_D.py"])
+    (tmp_path / "empty").mkdir()
+    code, _, err = kgen("leaderboard", str(folder), "--problems", "2-10", "--verify-only", str(tmp_path / "empty"),
+                        "--name", "sel", "--results", str(tmp_path / "results"), "--device", "cpu")
+    assert code == 1, err                               # no kernels: every row is "missing", nothing ran
+    assert [r.task for r in load_board(tmp_path / "results", "sel").rows] == ["2_B", "10_C"]
+
+
 # ---- sample files in --verify-only -----------------------------------------------------------------
 
 
@@ -372,6 +382,13 @@ def test_a_task_outside_a_level_folder_takes_the_level_given(tmp_path):
     code, _, err = export(results, tmp_path / "out", "--level", "3")
     assert code == 0, err
     assert read_eval_results(tmp_path / "out" / "kbx_level3" / EVAL_RESULTS)[4][0].correctness
+
+
+def test_a_board_can_be_named_by_its_folder(timed_board, tmp_path):
+    results = timed_board[0]
+    code, _, err = kgen("export", "kernelbench", str(results / "leaderboards" / "kbx"), "-o", str(tmp_path / "out"))
+    assert code == 0, err
+    assert sorted(read_eval_results(tmp_path / "out" / "kbx_level1" / EVAL_RESULTS)) == [2, 19]
 
 
 def test_exporting_an_unknown_board_is_a_usage_error(tmp_path):
