@@ -154,3 +154,10 @@ def parse_sample_name(path: str | Path) -> SampleName | None:
 
 def sample_file_name(level: int, problem: int, sample: int) -> str:
     return f"level_{level}_problem_{problem}_sample_{sample}_kernel.py"
+
+
+def outside_selection(stored_tasks: Iterable[str], task_paths: list[Path]) -> list[str]:
+    """The tasks of a stored board that a --problems selection leaves out: resuming the board with it would drop
+    their rows (a board keeps the rows of the tasks it is run with), so the caller refuses it."""
+    chosen = {p.stem for p in task_paths}
+    return [t for t in stored_tasks if t not in chosen]
