@@ -82,7 +82,7 @@ def run(args) -> int:
     from agent.graph import resolve_device
     from agent.leaderboard import (ERROR, INTERRUPTED, MISSING, PENDING, TASK_ERROR, BoardRunner, LeaderboardError,
                                    load_board, open_board, plan_workers, rich_board)
-    from agent.kernelbench.names import suite_tasks
+    from agent.kernelbench.names import outside_selection, suite_tasks
     from agent.kernelbench.samples import match_samples
     from verifier.task import TaskError
 
@@ -102,6 +102,10 @@ def run(args) -> int:
     name, mode = board_config.board_name(), board_config.mode
     config = explicit
     stored = load_board(explicit.results_dir, name) if board_config.name else None
+    lost = outside_selection([r.task for r in stored.rows], task_paths) if stored and args.problems else []
+    if lost:   # a board keeps only the rows of the tasks it runs: a narrower selection would drop these
+        return _error(f"leaderboard {name} also holds {', '.join(lost[:3])}{' ...' if len(lost) > 3 else ''}, outside "
+                      f"--problems {args.problems}: run it with a selection that keeps them, or choose another --name")
     if stored is not None and stored.mode == mode:
         # settings left off the command line are the stored board's, so that the same --name resumes it;
         # those given must match (open_board says which do not)

@@ -162,6 +162,12 @@ def test_a_board_takes_the_selected_problems_in_numeric_order(tmp_path):
     assert code == 1, err                               # no kernels: every row is "missing", nothing ran
     assert [r.task for r in load_board(tmp_path / "results", "sel").rows] == ["2_B", "10_C"]
 
+    # the same board with a narrower selection would drop 10_C's row: refused, the board left as it was
+    code, _, err = kgen("leaderboard", str(folder), "--problems", "2", "--verify-only", str(tmp_path / "empty"),
+                        "--name", "sel", "--results", str(tmp_path / "results"), "--device", "cpu")
+    assert code == 2 and "also holds 10_C, outside --problems 2" in err
+    assert [r.task for r in load_board(tmp_path / "results", "sel").rows] == ["2_B", "10_C"]
+
 
 # ---- sample files in --verify-only -----------------------------------------------------------------
 
