@@ -5,9 +5,8 @@
     # 'kernelbench (KernelBench's: CUDA events around each call, the same inputs every call, L2 flushed, mean of 100)'
     reported_ms(timing)     # the figure speedups are taken from: the mean for kernelbench, the median otherwise
 
-Two protocols that are both legitimate give different numbers for one kernel
-(21% apart on the softmax): a time, and a speedup, mean nothing without the
-protocol beside it. Every table that shows times names it from here, and
+Two protocols that are both legitimate give different numbers for one kernel:
+a time, and a speedup, mean nothing without the protocol beside it. Every table that shows times names it from here, and
 speedups take the statistic the protocol reports, so that a kernelbench board
 compares means as KernelBench does. The methods themselves live in
 verifier.timing; this module imports no torch, so the parent process and the
