@@ -216,6 +216,16 @@ def test_samples_of_two_levels_for_a_task_without_a_level_are_refused(tmp_path):
     assert "samples of levels 1, 2 are for problem 19" in match_samples(tasks, kernels).kernels["19_ReLU"]
 
 
+def test_a_named_kernel_beside_samples_of_its_problem_is_refused_not_chosen_silently(tmp_path):
+    tasks = write_tasks(tmp_path / "level1", ["19_ReLU.py"])
+    kernels = tmp_path / "run"
+    kernels.mkdir()
+    (kernels / "19_ReLU.py").write_text("")
+    (kernels / "level_1_problem_19_sample_0_kernel.py").write_text("")
+    assert "both 19_ReLU.py and 1 KernelBench sample(s) of problem 19 match" in \
+        match_samples(tasks, kernels).kernels["19_ReLU"]
+
+
 @pytest.fixture(scope="module")
 def sample_board(tmp_path_factory):
     """A --verify-only board on the CPU over KernelBench samples: sample 0 wrong, sample 1 right, one unmatched."""
