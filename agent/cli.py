@@ -21,7 +21,7 @@ import importlib
 import signal
 import sys
 
-COMMANDS = ("optimize", "verify", "profile", "leaderboard", "show", "report")
+COMMANDS = ("optimize", "verify", "profile", "leaderboard", "show", "report", "export")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -53,7 +53,7 @@ class OptimizeConfig:
     device: str = "auto"                # --device: "auto" uses CUDA when present
     keep_going: bool = False            # --keep-going: do not stop when the goal is met; spend the limits
     verify_timeout_s: float = 180.0     # --verify-timeout: wall-clock limit for one candidate's verification
-    timing: str = "graph"               # --timing: "graph" (the device's time) or "events" (the host's cost included)
+    timing: str = "graph"               # --timing: "graph" (the device's time), "events" (the host's cost included) or "kernelbench"
     results_dir: str = field(default_factory=_results_default)   # --results: root of the results store
 
     def __post_init__(self) -> None:

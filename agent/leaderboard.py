@@ -50,6 +50,7 @@ from agent.config import STORED_BEFORE
 from agent.fastp import THRESHOLDS, FastP, Outcome, fast_table, geomean_speedup
 from agent.records import Attempt, Run
 from agent.store import Store, new_run_id, scrub_config, utc_now
+from verifier.protocols import timing_line
 from verifier.sandbox import describe_exit
 
 LEADERBOARDS_DIR = "leaderboards"
@@ -306,7 +307,8 @@ def to_markdown(board: Leaderboard) -> str:
              f"- suite: `{board.suite}` ({s.tasks} tasks, {s.done} done)",
              f"- mode: {board.mode}" + (f" (kernels from `{board.kernels_dir}`)" if board.kernels_dir else ""),
              f"- device: {where}",
-             "- settings: " + _settings_line(board), f"- updated: {board.updated_at}", "",
+             "- settings: " + _settings_line(board), f"- updated: {board.updated_at}",
+             f"- timing: {timing_line(board.config.get('timing') or STORED_BEFORE['timing'])}", "",
              "## Summary", "",
              "fast_p: share of all tasks whose kernel is correct and strictly more than p times faster "
              "(fast_0: correct).", "",
@@ -348,6 +350,7 @@ def rich_board(board: Leaderboard):
     s = board.summary()
     where = board.gpu or ("CPU: nothing timed" if board.device == "cpu" else board.device)
     head = Text(f"leaderboard {board.name}  {board.mode}  {s.done}/{s.tasks} tasks  on {where}", style="bold")
+    head.append(f"\ntiming: {timing_line(board.config.get('timing') or STORED_BEFORE['timing'])}", style="dim")
     summary = Table(title="summary", title_justify="left")
     summary.add_column("against")
     for h in summary_headers():
@@ -505,6 +508,7 @@ class Job:
     started_path: str           # where it writes {"run_id"} as soon as the run exists
     resume: str | None = None   # a run id to continue
     kernel_path: str | None = None
+    kernel_paths: list[str] | None = None   # KernelBench samples of the task, each scored (agent.kernelbench.samples)
 
 
 def run_job(job: Job) -> dict[str, Any]:
@@ -519,7 +523,11 @@ def run_job(job: Job) -> dict[str, Any]:
     store = Store(config.results_dir)
     try:
         if job.kind == "verify":
-            run = score_kernel(job.task_path, job.kernel_path, config, store)
+            if job.kernel_paths:
+                from agent.kernelbench.samples import score_samples
+                run = score_samples(job.task_path, job.kernel_paths, config, store)
+            else:
+                run = score_kernel(job.task_path, job.kernel_path, config, store)
             print(f"run {run.run_id}: {run.stop_reason}", file=sys.stderr)
         else:
             view = PlainView(sys.stderr)
@@ -606,7 +614,7 @@ class BoardRunner:
     """Runs the pending tasks of a board on its workers and keeps the board's files current."""
 
     def __init__(self, board: Leaderboard, results_dir: str | Path, workers: list[Worker], *,
-                 kernels: dict[str, Path | str] | None = None,
+                 kernels: dict[str, Path | tuple[Path, ...] | str] | None = None,
                  on_start: Callable[[Row, Worker], None] | None = None,
                  on_row: Callable[[Row], None] | None = None):
         self.board = board
@@ -733,7 +741,7 @@ class BoardRunner:
         kernel = None
         if kind == "verify":
             kernel = self.kernels.get(row.task)
-            if not isinstance(kernel, Path):
+            if not isinstance(kernel, (Path, tuple)):   # a tuple: the task's KernelBench samples
                 return dataclasses.replace(row, status=MISSING, reason=str(kernel or "no kernel file"), correct=False)
         resume = None
         if kind == "optimize":
@@ -746,7 +754,8 @@ class BoardRunner:
         config = {**self.board.config, "results_dir": str(self.results_dir)}
         job = Job(kind=kind, task=row.task, task_path=row.task_path, config=config,
                   result_path=str(result_path.resolve()), started_path=str(started_path.resolve()),
-                  resume=resume, kernel_path=str(kernel.resolve()) if kernel else None)
+                  resume=resume, kernel_path=str(kernel.resolve()) if isinstance(kernel, Path) else None,
+                  kernel_paths=[str(k.resolve()) for k in kernel] if isinstance(kernel, tuple) else None)
         job_path.write_text(json.dumps(dataclasses.asdict(job), indent=2))
 
         log_path = self.folder / "logs" / f"{row.task}.log"

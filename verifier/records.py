@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 # How a call is timed (verifier.timing): "graph", replays of a CUDA graph, the device's time (the default);
-# "events", each call as issued, the host's cost of the call included.
-TIMING_METHODS = ("graph", "events")
+# "events", each call as issued, the host's cost of the call included; "kernelbench", KernelBench's protocol.
+TIMING_METHODS = ("graph", "events", "kernelbench")
 
 # Every status a verification can end in. Only "ok" means the kernel passed.
 STATUSES = (
@@ -77,6 +77,8 @@ class Timing:
     sync_ms: float | None = None    # wall time of one call with a device-wide sync, to check the events
     host_ms: float | None = None    # median host time inside the events: the call's Python and launch cost
     method: str = "events"          # "events": each call timed as issued; "graph": replays of a CUDA graph
+    std_ms: float | None = None     # population standard deviation of the trials (kernelbench; None otherwise)
+    max_ms: float | None = None     # the slowest trial (kernelbench; None otherwise)
 
 
 @dataclass

@@ -139,6 +139,8 @@ def time_call(fn, refresh=None, *, method: str = "events", reps: int = 100, warm
     the output its replay wrote); whatever it raises ends the timing."""
     if method not in METHODS:
         raise ValueError(f"unknown timing method {method!r}; expected one of {', '.join(METHODS)}")
+    if method == "kernelbench":   # its own protocol: same inputs, its warm-up, its flush (below)
+        return time_kernelbench(fn, trials=reps, sync_reps=sync_reps, check=check), None, ""
     flush = l2_flush_buffer() if flush is None else flush
     captured, note = None, ""
     if method == "graph":
@@ -224,3 +226,86 @@ def escaped_stream(t: Timing) -> str | None:
         return (f"event time {t.median_ms:.4f} ms but a device-wide synchronised call took {t.sync_ms:.4f} ms: "
                 f"work ran outside the timed stream (side stream or thread)")
     return None
+
+
+# ---- KernelBench's protocol (--timing kernelbench) ------------------------------------------------
+# As KernelBench's eval times a kernel (src/kernelbench/timing.py, time_execution_with_cuda_event, the default
+# timing_method of eval_kernel_against_ref, at commit 423217d): KERNELBENCH_WARMUP untimed calls, each followed by
+# a device synchronisation; then trials + KERNELBENCH_DISCARD_FIRST timed calls, the first ones discarded, each:
+# synchronise the device, fill a 256 MiB buffer (its L2 flush, since 2025-12), record the start event, call,
+# record the end event, synchronise the device. The same inputs every call: nothing is refreshed. It reports the
+# mean of the trials (its `runtime`) with the population std, min and max; the median is kept too.
+# NOTE: the host launches the call while the flush still runs on the device, so part of the call's host cost
+# hides behind the flush: the flush's size changes the time measured, so it is KernelBench's, not l2_flush_buffer's.
+
+KERNELBENCH_WARMUP = 3              # time_execution_with_cuda_event's num_warmup (its eval keeps the default)
+KERNELBENCH_DISCARD_FIRST = 1       # its discard_first: timed calls dropped before the trials
+KERNELBENCH_FLUSH_SHAPE = (32, 1024, 1024)      # int64, 256 MiB: what its clear_l2_cache fills with 42
+_empty_cache = torch.cuda.empty_cache
+
+
+def kernelbench_flush_buffer(device: torch.device | None = None) -> torch.Tensor:
+    """KernelBench's L2 flush buffer, on the current GPU: 256 MiB of int64, filled before every timed call."""
+    device = torch.device("cuda", torch.cuda.current_device()) if device is None else torch.device(device)
+    return torch.empty(KERNELBENCH_FLUSH_SHAPE, dtype=torch.int64, device=device)
+
+
+def time_kernelbench(fn, *, trials: int = 100, warmup: int = KERNELBENCH_WARMUP,
+                     discard_first: int = KERNELBENCH_DISCARD_FIRST, sync_reps: int = 20,
+                     flush: torch.Tensor | None = None, check=None) -> Timing:
+    """fn() timed by KernelBench's protocol (above); a Timing whose mean_ms is what KernelBench reports.
+
+    check(output) runs on SPOT_CHECKS trials drawn at random, after their events, as for the other methods;
+    then a device-wide synchronised pass (sync_ms) lets escaped_stream() catch work outside the events."""
+    if trials < 1:
+        raise ValueError(f"KernelBench's protocol needs at least one trial, got {trials}")
+    flush = kernelbench_flush_buffer() if flush is None else flush
+    for _ in range(warmup):
+        fn()
+        _synchronize()
+    _empty_cache()      # as KernelBench does after its warm-up: the first trial may allocate afresh (and is dropped)
+    spot = set(_draw.sample(range(trials), min(SPOT_CHECKS, trials))) if check else set()
+    times, host = [], []
+    for call in range(discard_first + trials):
+        _synchronize()
+        start, end = _Event(enable_timing=True), _Event(enable_timing=True)
+        flush.fill_(42)
+        start.record()
+        h0 = _perf_counter()
+        out = fn()
+        h1 = _perf_counter()
+        end.record()
+        _synchronize()
+        elapsed_ms = start.elapsed_time(end)
+        trial = call - discard_first
+        if trial >= 0:
+            times.append(elapsed_ms)
+            host.append((h1 - h0) * 1e3)
+            if trial in spot:
+                check(out)
+        del out
+
+    sync_times = []
+    for _ in range(sync_reps):
+        flush.fill_(42)
+        _synchronize()
+        t0 = _perf_counter()
+        fn()
+        _synchronize()
+        sync_times.append((_perf_counter() - t0) * 1e3)
+    return kernelbench_timing(times, sync_ms=statistics.median(sync_times) if sync_times else None,
+                              host_ms=statistics.median(host))
+
+
+def kernelbench_timing(times_ms: list[float], *, sync_ms: float | None = None,
+                       host_ms: float | None = None) -> Timing:
+    """The Timing of KernelBench trials (ms): the mean it reports, the population std (numpy's np.std, as its
+    get_timing_stats takes), min and max, and kgen's median and percentiles beside them. Unrounded: KernelBench
+    rounds to 3 significant figures when it writes its JSON, and so does `kgen export kernelbench`."""
+    if not times_ms:
+        raise ValueError("no trials to summarise")
+    ordered = sorted(times_ms)
+    return Timing(median_ms=statistics.median(times_ms), min_ms=ordered[0], mean_ms=statistics.fmean(times_ms),
+                  p10_ms=_percentile(ordered, 0.1), p90_ms=_percentile(ordered, 0.9), reps=len(times_ms),
+                  sync_ms=sync_ms, host_ms=host_ms, method="kernelbench",
+                  std_ms=statistics.pstdev(times_ms), max_ms=ordered[-1])

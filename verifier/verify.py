@@ -34,6 +34,7 @@ import threading
 import time
 from pathlib import Path
 
+from verifier.protocols import reported_ms
 from verifier.records import Task, Timing, VerifyConfig, VerifyResult
 from verifier.sandbox import Sandbox, SandboxResult, describe_exit, run_sandboxed
 from verifier.static import check_source
@@ -261,8 +262,8 @@ def interpret(res: SandboxResult, base: dict, config: VerifyConfig) -> VerifyRes
 
 
 def _speedups(result: VerifyResult) -> None:
-    cand = result.timing.median_ms
-    result.speedups = {k: t.median_ms / cand for k, t in result.baselines.items() if cand > 0}
+    cand = reported_ms(result.timing)     # the protocol's statistic: the mean for kernelbench, else the median
+    result.speedups = {k: reported_ms(t) / cand for k, t in result.baselines.items() if cand > 0}
     for name, t in result.baselines.items():
         # NOTE: a call that cannot be captured in a CUDA graph is timed with events instead; for the candidate
         # the worker says so, for a baseline (often timed in another process, then cached) it is said here

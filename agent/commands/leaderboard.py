@@ -12,7 +12,10 @@ one GPU (`--gpus`, default all of them): a task's timing and profiling never
 share a GPU with another's. On a CPU `--workers N` tasks run at once; nothing
 is timed there, so the speedup columns say "not timed" and fast_p for p > 0 is
 n/a. With `--verify-only DIR`, each task's kernel is the file of DIR named
-like it (`softmax.py`, or a single `softmax_*.py`).
+like it (`softmax.py`, or a single `softmax_*.py`), or its KernelBench samples
+(`level_1_problem_19_sample_0_kernel.py`, ...: all scored, the best reported).
+A folder SUITE is taken in numeric order (1, 2, ..., 10, ..., 100); `--problems
+1-20,23` keeps those problem numbers (`level2:1-5` where levels are folders).
 
 The board is written to <results>/leaderboards/<name>/leaderboard.json and
 leaderboard.md after every task, and printed at the end. Running it again
@@ -46,6 +49,7 @@ def register(sub) -> None:
     p.add_argument("--gpus", metavar="0,1,...", help="GPUs to use, one worker each (default all)")
     p.add_argument("--verify-only", metavar="DIR",
                    help="score the kernels in DIR (one per task, named like it) with no proposer")
+    p.add_argument("--problems", metavar="SPEC", help="only these KernelBench problems, by number: 1-20,23 or level2:1-5")
     add_optimize_flags(p.add_argument_group("optimize settings (as for kgen optimize; applied to every task)"))
     p.set_defaults(func=run)
 
@@ -77,8 +81,10 @@ def run(args) -> int:
     from agent.commands.show import make_console
     from agent.graph import resolve_device
     from agent.leaderboard import (ERROR, INTERRUPTED, MISSING, PENDING, TASK_ERROR, BoardRunner, LeaderboardError,
-                                   load_board, match_kernels, open_board, plan_workers, rich_board)
-    from verifier.task import TaskError, load_suite
+                                   load_board, open_board, plan_workers, rich_board)
+    from agent.kernelbench.names import outside_selection, suite_tasks
+    from agent.kernelbench.samples import match_samples
+    from verifier.task import TaskError
 
     try:
         explicit = config_from_args(args)
@@ -86,8 +92,8 @@ def run(args) -> int:
     except ValueError as exc:
         return _error(str(exc))
     try:
-        task_paths = load_suite(board_config.suite)
-    except TaskError as exc:
+        task_paths = suite_tasks(board_config.suite, args.problems)   # a folder in numeric order; --problems
+    except (TaskError, ValueError) as exc:
         return _error(str(exc))
     kernels_dir = board_config.verify_only
     if kernels_dir is not None and not Path(kernels_dir).is_dir():
@@ -96,6 +102,10 @@ def run(args) -> int:
     name, mode = board_config.board_name(), board_config.mode
     config = explicit
     stored = load_board(explicit.results_dir, name) if board_config.name else None
+    lost = outside_selection([r.task for r in stored.rows], task_paths) if stored and args.problems else []
+    if lost:   # a board keeps only the rows of the tasks it runs: a narrower selection would drop these
+        return _error(f"leaderboard {name} also holds {', '.join(lost[:3])}{' ...' if len(lost) > 3 else ''}, outside "
+                      f"--problems {args.problems}: run it with a selection that keeps them, or choose another --name")
     if stored is not None and stored.mode == mode:
         # settings left off the command line are the stored board's, so that the same --name resumes it;
         # those given must match (open_board says which do not)
@@ -128,7 +138,10 @@ def run(args) -> int:
                            mode=mode, config=config.to_dict(), device=device, gpu=gpu, kernels_dir=kernels_dir)
     except LeaderboardError as exc:
         return _error(str(exc))
-    kernels = match_kernels(task_paths, Path(kernels_dir)) if kernels_dir else None
+    found = match_samples(task_paths, Path(kernels_dir)) if kernels_dir else None   # KernelBench samples too
+    kernels = found.kernels if found else None
+    for line in found.unmatched if found else []:
+        print(f"kgen leaderboard: not scored: {line}", file=sys.stderr)
 
     view = make_progress(sys.stderr, board)
     runner = BoardRunner(board, config.results_dir, workers, kernels=kernels, on_start=view.started,

@@ -75,7 +75,8 @@ def add_optimize_flags(p) -> None:
                    help=f"wall-clock limit per candidate (default {d['verify_timeout_s'].default:g} s)")
     p.add_argument("--timing", choices=TIMING_METHODS,
                    help="graph: candidate and baselines replayed from CUDA graphs, the device's time (default); "
-                        "events: each call timed as issued, the host's cost of the call included")
+                        "events: each call timed as issued, the host's cost of the call included; "
+                        "kernelbench: KernelBench's protocol (events per call, same inputs, mean of the trials)")
     p.add_argument("--results", metavar="DIR", help="results folder (default $KGEN_RESULTS, else results)")
 
 

@@ -12,6 +12,7 @@ import json
 import sys
 from pathlib import Path
 
+from verifier.protocols import protocol, reported_ms
 from verifier.records import TIMING_METHODS, VerifyConfig
 
 
@@ -28,7 +29,8 @@ def register(sub) -> None:
     p.add_argument("--reps", type=int, default=100, help="timed repetitions (default 100)")
     p.add_argument("--timing", choices=TIMING_METHODS, default=VerifyConfig.timing,
                    help="graph: candidate and baselines captured in CUDA graphs and replayed, the device's time "
-                        "(default); events: each call timed as issued, the host's cost of the call included")
+                        "(default); events: each call timed as issued, the host's cost of the call included; "
+                        "kernelbench: KernelBench's protocol (events per call, same inputs, mean of the trials)")
     p.set_defaults(func=run)
 
 
@@ -82,11 +84,15 @@ def render(result, kernel_path: str = "") -> str:
     if result.timing:
         t = result.timing
         how = " (CUDA graph replays)" if t.method == "graph" else " (each call as issued, the host's cost included)"
-        lines.append(f"candidate: {t.median_ms:.4f} ms median of {t.reps}{how} (p10 {t.p10_ms:.4f}, p90 {t.p90_ms:.4f})"
-                     + (f"; host side of the call {t.host_ms:.4f} ms" if t.host_ms is not None else ""))
+        if t.method == "kernelbench":   # KernelBench's protocol reports the mean; the speedups compare means
+            lines.append(f"candidate: {t.mean_ms:.4f} ms mean of {t.reps} ({protocol(t.method).how}; std {t.std_ms:.4f}, "
+                         f"min {t.min_ms:.4f}, max {t.max_ms:.4f}, median {t.median_ms:.4f})")
+        else:
+            lines.append(f"candidate: {t.median_ms:.4f} ms median of {t.reps}{how} (p10 {t.p10_ms:.4f}, p90 {t.p90_ms:.4f})"
+                         + (f"; host side of the call {t.host_ms:.4f} ms" if t.host_ms is not None else ""))
         for name, b in result.baselines.items():
-            sp = result.speedups.get(name)
-            lines.append(f"{name:>22}: {b.median_ms:.4f} ms  -> speedup {sp:.2f}x" if sp else f"{name:>22}: {b.median_ms:.4f} ms")
+            sp, b_ms = result.speedups.get(name), reported_ms(b)
+            lines.append(f"{name:>22}: {b_ms:.4f} ms  -> speedup {sp:.2f}x" if sp else f"{name:>22}: {b_ms:.4f} ms")
         if result.floor_ms:
             lines.append(f"roofline floor: {result.floor_ms:.4f} ms (no honest kernel is faster; "
                          f"this one takes {t.median_ms / result.floor_ms:.1f}x that)")
