@@ -49,10 +49,11 @@ from pathlib import Path
 from typing import Any, Callable, TypedDict
 
 from agent.config import OptimizeConfig
+from agent.lifecycle import finish_run, record_best, start_run
 from agent.live import LoopEvent
 from agent.proposers.base import AttemptSummary, Proposal, ProposeContext, Proposer, ProposerError
 from agent.records import Attempt, Run
-from agent.store import Store, new_run_id, scrub_url, utc_now
+from agent.store import Store, scrub_url, utc_now
 from verifier.records import Task, VerifyConfig, VerifyResult
 
 VerifyFn = Callable[[Task, str, VerifyConfig], VerifyResult]
@@ -459,13 +460,9 @@ class OptimizeLoop:
                         "speedup": a.speedup, "speedups": a.speedups, "sol_pct": a.sol_pct, "note": a.note}
                 new_best = a.number
         if new_best is not None:
-            self.run.best_attempt = best["number"]
-            self.run.best_speedup, self.run.best_ms, self.run.best_sol_pct = \
-                best["speedup"], best["median_ms"], best["sol_pct"]
-            self.store.save_best(self.run, best["source"])
-            self.store.save_run(self.run)
-            self.emit("best", round=state.get("round", 0),
-                      attempt=next(a for a in attempts if a.number == new_best))
+            attempt = next(a for a in attempts if a.number == new_best)
+            record_best(self.store, self.run, attempt, best["source"])
+            self.emit("best", round=state.get("round", 0), attempt=attempt)
         return {"pending": [], "history": history, "analysis": analysis, "best": best, "new_best": new_best}
 
     def _better(self, attempt: Attempt, best: dict | None) -> bool:
@@ -605,18 +602,14 @@ def optimize(task_path: str | Path | None, config: OptimizeConfig, *, resume: st
 
     if run is None:
         config = _resolved(config, proposer)
-        run = Run(run_id=new_run_id(task.name), task=task.name, task_path=str(task.path.resolve()),
-                  config=config.to_dict(), proposer=getattr(proposer, "name", type(proposer).__name__),
-                  model=(config.model or "") if config.proposer == "openai" else "",
-                  backend=config.backend, device=device, gpu=gpu, started_at=utc_now())
-        store.create_run(run)
+        run = start_run(store, task, config, proposer=getattr(proposer, "name", type(proposer).__name__),
+                        model=(config.model or "") if config.proposer == "openai" else "", device=device, gpu=gpu)
     else:
         run.config = config.to_dict()
         run.status, run.stop_reason, run.finished_at = "running", "", ""
         store.save_run(run)
 
-    verify_config = VerifyConfig(device=device, timeout_s=config.verify_timeout_s,
-                                 cache_dir=store.root / "baselines", timing=config.timing)
+    verify_config = config.verify_config(device, store.root)
     conn, saver = _checkpointer(store)
     pool = None
     if verify_fn is None:
@@ -683,9 +676,6 @@ def _resolved(config: OptimizeConfig, proposer: Proposer) -> OptimizeConfig:
 
 
 def _finish(store: Store, run: Run, loop: OptimizeLoop, status: str, reason: str) -> Run:
-    run.status, run.stop_reason = status, reason
-    run.finished_at = utc_now()
-    run.wall_s = loop.wall_s()
-    store.save_run(run)
+    finish_run(store, run, status, reason, wall_s=loop.wall_s())
     loop.emit("stop", message=reason)
     return run

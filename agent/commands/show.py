@@ -55,7 +55,7 @@ def resolve_target(text: str, store, results: str | Path) -> Target:
 
     Raises KeyError with a message saying what was looked for.
     """
-    from agent.leaderboard import load_board
+    from agent.board.files import load_board
 
     try:
         run_id = store.resolve_run_id(text)
@@ -168,7 +168,7 @@ def runs_table(runs, title: str):
 
 
 def show_latest(console, store, results: str, limit: int) -> None:
-    from agent.leaderboard import list_boards
+    from agent.board.files import list_boards
 
     runs = store.list_runs(limit=limit)
     if runs:
@@ -188,7 +188,8 @@ def show_task(console, store, task: str) -> None:
 
 
 def show_board(console, results: str, name: str) -> None:
-    from agent.leaderboard import board_dir, load_board, rich_board
+    from agent.board.files import board_dir, load_board
+    from agent.board.render import rich_board
 
     board = load_board(results, name)
     console.print(rich_board(board))

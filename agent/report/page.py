@@ -240,7 +240,7 @@ def run_page(store: Store, run_id: str) -> str:
 
 def board_page(store: Store, board) -> str:
     """The board's summary and task table, each task linked to its run's section further down."""
-    from agent.leaderboard import summary_cells, summary_headers
+    from agent.board.render import summary_cells, summary_headers
 
     s = board.summary()
     where = board.gpu or ("CPU: nothing timed" if board.device == "cpu" else board.device)

@@ -23,8 +23,9 @@ import pytest
 
 from agent.cli import build_parser, main
 from agent.commands.optimize import FIELDS
-from agent.leaderboard import (BOARD_JSON, LeaderboardError, Row, load_board, match_kernels, open_board,
-                               plan_workers, row_from_run)
+from agent.board.files import BOARD_JSON, load_board, match_kernels, open_board
+from agent.board.local import plan_workers
+from agent.board.records import LeaderboardError, Row, row_from_run
 from agent.records import Run
 from agent.store import Store
 
@@ -202,7 +203,7 @@ def test_reusing_a_name_with_other_settings_is_refused(board_copy):
 
 
 def test_a_board_stored_before_timing_was_a_setting_resumes_as_events_only():
-    from agent.leaderboard import config_changes
+    from agent.board.files import config_changes
 
     old = {"backend": "triton", "max_iters": 2}          # stored before --timing existed: timed with events
     assert config_changes(old, {"backend": "triton", "max_iters": 2, "timing": "events"}) == []
@@ -343,7 +344,7 @@ def test_a_scored_kernel_gets_its_percent_of_speed_of_light(tmp_path, monkeypatc
     import agent.graph
     import verifier.verify
     from agent.config import OptimizeConfig
-    from agent.leaderboard import score_kernel
+    from agent.board.job import score_kernel
     from verifier.records import Timing, VerifyResult
 
     timed = VerifyResult(status="ok", reason="correct on every trial", task="softmax", ran=True,

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from agent.cli import main
-from agent.leaderboard import Leaderboard, row_from_run, save_board
+from agent.board.files import save_board
+from agent.board.records import Leaderboard, row_from_run
 from agent.records import Attempt, Run
 from agent.store import Store
 
