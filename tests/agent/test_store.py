@@ -125,6 +125,38 @@ def test_index_is_rebuilt_from_the_files(tmp_path):
     assert len(store.attempt_rows(run.run_id)) == 1
 
 
+def test_an_older_index_is_rebuilt_when_run_gains_a_field(tmp_path, monkeypatch):
+    import dataclasses
+
+    import agent.store
+
+    store = Store(tmp_path)
+    run = make_run(store)
+    store.save_attempt(run, make_attempt(run, 1), source="x = 1\n")
+    old_version = agent.store.schema_version()
+
+    @dataclasses.dataclass
+    class GrownRun(Run):
+        seed: int = 7               # a field this kgen's index has no column for
+
+    monkeypatch.setattr(agent.store, "Run", GrownRun)
+    assert agent.store.schema_version() != old_version
+    reopened = Store(tmp_path)
+    [listed] = reopened.list_runs()                     # no "no column named seed" from the insert
+    assert listed.run_id == run.run_id and listed.seed == 7
+    assert len(reopened.attempt_rows(run.run_id)) == 1  # the attempts were indexed again too
+    with sqlite3.connect(store.index_path) as conn:
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == agent.store.schema_version()
+        assert "seed" in {row[1] for row in conn.execute("PRAGMA table_info(runs)")}
+
+
+def test_the_index_is_written_ahead_so_readers_do_not_block_the_loop(tmp_path):
+    store = Store(tmp_path)
+    make_run(store)
+    with sqlite3.connect(store.index_path) as conn:
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
 def test_a_run_is_found_without_its_index_row(tmp_path):
     store = Store(tmp_path)
     run = make_run(store)
