@@ -20,10 +20,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
+from agent.proposers import PROPOSERS as PROPOSER_CHOICES
 from verifier.records import TIMING_METHODS, VerifyConfig
 
 BACKENDS = ("triton", "cuda")
-PROPOSERS = ("auto", "openai", "heuristic")
+PROPOSERS = ("auto", *PROPOSER_CHOICES.names)   # "auto": openai when an endpoint is configured, else heuristic
 DEVICES = ("auto", "cpu", "cuda")
 # What a config stored before a setting existed was run with (a run or board resumed keeps it).
 STORED_BEFORE = {"timing": "events"}

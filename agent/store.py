@@ -46,6 +46,7 @@ from typing import Any, Iterable, Mapping
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from agent.records import Attempt, Run
+from profiler.records import Diagnosis
 
 INDEX_NAME = "kgen.sqlite"
 CHECKPOINTS_NAME = "checkpoints.sqlite"
@@ -335,9 +336,9 @@ class Store:
         if response:
             _write_text(folder / "response.md", response)
         if attempt.verify is not None:
-            _write_json(folder / "verify.json", attempt.verify)
+            _write_json(folder / "verify.json", attempt.verify.to_dict())
         if attempt.profile is not None:
-            _write_json(folder / "profile.json", attempt.profile)
+            _write_json(folder / "profile.json", attempt.profile.to_dict())
         record = attempt.to_dict()
         record.pop("verify")
         record.pop("profile")
@@ -345,10 +346,10 @@ class Store:
         self._index_attempt(attempt)
         return folder
 
-    def save_profile(self, run: Run, number: int, profile: dict[str, Any], text: str = "") -> None:
-        """Attach a profile (Diagnosis.to_dict(), and its to_text()) to a stored attempt."""
+    def save_profile(self, run: Run, number: int, profile: Diagnosis, text: str = "") -> None:
+        """Attach a profile (and its to_text()) to a stored attempt."""
         folder = self.attempt_dir(run, number)
-        _write_json(folder / "profile.json", profile)
+        _write_json(folder / "profile.json", profile.to_dict())
         if text:
             _write_text(folder / "profile.txt", text)
         attempt = self.load_attempt(run.run_id, number)

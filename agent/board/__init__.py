@@ -19,16 +19,18 @@ Runs themselves are ordinary runs of the store, so `kgen show RUN` and
 
 from __future__ import annotations
 
-from typing import Iterable
+from typing import TYPE_CHECKING, Iterable
 
-from agent.board.executor import Executor
 from agent.registry import Registry
 
-EXECUTORS: Registry[Executor] = Registry("executor", flag="--executor")
+if TYPE_CHECKING:   # NOTE: no module of the package at import: `python -m agent.board.job` must load job.py once
+    from agent.board.executor import Executor
+
+EXECUTORS: "Registry[Executor]" = Registry("executor", flag="--executor")
 
 
 @EXECUTORS.register("local")
-def _local(*, device: str, gpus: Iterable[int] | None, workers: int | None) -> Executor:
+def _local(*, device: str, gpus: Iterable[int] | None, workers: int | None) -> "Executor":
     """One process per task on this machine: one worker per GPU (--gpus), or --workers N on a CPU."""
     import os
 

@@ -73,7 +73,7 @@ def score_kernel(task_path: str | Path, kernel_path: str | Path, config, store: 
     Raises TaskError for an unusable task, ValueError for a device that cannot
     be had; a bad kernel is a stored verdict.
     """
-    from agent.graph import analyze_task, resolve_device
+    from agent import analysis
     from agent.lifecycle import finish_run, record_best, start_run
     from verifier.task import load_task
     from verifier.verify import prestart_worker, verify
@@ -81,7 +81,7 @@ def score_kernel(task_path: str | Path, kernel_path: str | Path, config, store: 
     # NOTE: the worker starts first: its start-up overlaps the task's loading and the device's look-up here
     with prestart_worker() as worker:
         task = load_task(task_path)
-        device, gpu = resolve_device(config.device)
+        device, gpu = analysis.device_and_gpu(config.device)
         data = Path(kernel_path).read_bytes()
         # a file that is not UTF-8 is a bad candidate, not kgen's error: it gets a verdict
         source = data.decode("utf-8", errors="replace")
@@ -90,7 +90,7 @@ def score_kernel(task_path: str | Path, kernel_path: str | Path, config, store: 
         started = time.monotonic()
         begun = utc_now()
         result = verify(task, source, config.verify_config(device, store.root), worker=worker)
-    sol_ms = _speed_of_light_ms(task, device, gpu, analyze_task) if result.passed and result.timing else None
+    sol_ms = _speed_of_light_ms(task, device, gpu, analysis.analyze_task) if result.passed and result.timing else None
     attempt = Attempt.from_result(run.run_id, 1, 1, result, sol_ms=sol_ms, note=f"scored from {kernel_path}",
                                   started_at=begun, finished_at=utc_now())
     store.save_attempt(run, attempt, source=source)
@@ -105,11 +105,10 @@ def _speed_of_light_ms(task, device: str, gpu: str, analyze_task) -> float | Non
     """The task's speed-of-light time on this GPU, as the optimize loop's analysis computes it: a scored
     kernel's % of SOL. None, with a line on stderr, where it cannot be had (the verdict stands)."""
     try:
-        analysis = analyze_task(task, device, gpu)
+        return analyze_task(task, device, gpu).sol_ms
     except Exception as exc:   # noqa: BLE001 - the row keeps its verdict and leaves % of SOL out
         print(f"kgen: {task.name}: no speed-of-light time: {type(exc).__name__}: {exc}", file=sys.stderr)
         return None
-    return analysis.get("sol_ms")
 
 
 def run_job(job: Job) -> JobOutcome:

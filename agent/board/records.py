@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agent.fastp import FastP, Outcome, fast_table, geomean_speedup
+from agent.fastp import FastP, Outcome, fast_table, geomean_speedup, speedup_text
 from agent.records import Run
 from agent.store import Store
 
@@ -96,13 +96,7 @@ class Row:
         return Outcome(self.correct, self.speedup(baseline))
 
     def speedup_text(self, baseline: str) -> str:
-        """"2.31x", "not timed" (correct, no GPU), or "-" (no correct kernel)."""
-        if not self.correct:
-            return "-"
-        value = self.speedup(baseline)
-        if value is None:
-            return "not timed"
-        return f"{value:.2f}x"
+        return speedup_text(self.correct, self.speedup(baseline))
 
     def sol_text(self) -> str:
         return f"{self.sol_pct:.0f}%" if self.sol_pct is not None else "-"

@@ -15,7 +15,8 @@ n/a. With `--verify-only DIR`, each task's kernel is the file of DIR named
 like it (`softmax.py`, or a single `softmax_*.py`).
 
 The board is written to <results>/leaderboards/<name>/leaderboard.json and
-leaderboard.md after every task, and printed at the end. Running it again
+leaderboard.md after every task, and printed at the end (--json: the same
+JSON as leaderboard.json, on stdout). Running it again
 with the same --name (and the same settings) skips the finished tasks.
 A task that cannot be loaded or whose run fails is a row that says why.
 
@@ -47,6 +48,8 @@ def register(sub) -> None:
     p.add_argument("--gpus", metavar="0,1,...", help="GPUs to use, one worker each (default all)")
     p.add_argument("--verify-only", metavar="DIR",
                    help="score the kernels in DIR (one per task, named like it) with no proposer")
+    p.add_argument("--json", action="store_true",
+                   help="print the board (rows, settings, summary) as JSON on stdout instead of the tables")
     p.add_argument("--executor", default=BoardConfig.executor, choices=EXECUTORS.names,
                    help=f"where the tasks run (default {BoardConfig.executor}: a process per task on this machine)")
     add_optimize_flags(p.add_argument_group("optimize settings (as for kgen optimize; applied to every task)"))
@@ -76,7 +79,7 @@ def board_config_from_args(args):
 def run(args) -> int:
     from agent.commands.optimize import config_from_args
     from agent.commands.show import make_console
-    from agent.graph import resolve_device
+    from agent.analysis import device_and_gpu
     from agent.board.files import load_board, match_kernels, open_board
     from agent.board.records import ERROR, INTERRUPTED, MISSING, PENDING, TASK_ERROR, LeaderboardError
     from agent.board.render import rich_board
@@ -109,7 +112,7 @@ def run(args) -> int:
             return _error(str(exc))
 
     try:
-        device, gpu = resolve_device(config.device)
+        device, gpu = device_and_gpu(config.device)
     except ValueError as exc:
         return _error(str(exc))
     try:
@@ -135,9 +138,14 @@ def run(args) -> int:
     except LeaderboardError as exc:
         return _error(str(exc))
 
-    make_console().print(rich_board(board))
-    print(f"written: {runner.folder / 'leaderboard.json'}  {runner.folder / 'leaderboard.md'}")
-    print(f"review: kgen show {name}    kgen report {name}")
+    if args.json:
+        import json
+
+        print(json.dumps(board.to_dict(), indent=2, default=str))
+    else:
+        make_console().print(rich_board(board))
+        print(f"written: {runner.folder / 'leaderboard.json'}  {runner.folder / 'leaderboard.md'}")
+        print(f"review: kgen show {name}    kgen report {name}")
     if runner.interrupted:
         print(f"interrupted; continue with the same command and --name {name}", file=sys.stderr)
         return 130

@@ -154,6 +154,14 @@ def test_rerunning_a_finished_board_runs_nothing(board_copy):
     assert sessions_per_task(board_copy) == before_sessions     # no task process started
 
 
+def test_json_prints_the_board_as_leaderboard_json_holds_it(board_copy):
+    code, out, _ = kgen(*board_argv(board_copy, "--json"))
+    assert code == 0
+    data = json.loads(out)                           # stdout holds the one JSON document and nothing else
+    assert data == json.loads((board_copy / "leaderboards" / "small" / BOARD_JSON).read_text())
+    assert [r["task"] for r in data["rows"]] == TASKS and data["summary"]["correct"] == 4
+
+
 def test_resume_runs_only_the_unfinished_task(board_copy):
     old_gelu = rows_of(board_copy)["gelu"]
     edit_rows(board_copy, gelu={"status": "pending", "correct": False})
@@ -341,8 +349,9 @@ def test_a_suite_naming_one_task_twice_is_refused(tmp_path):
 
 def test_a_scored_kernel_gets_its_percent_of_speed_of_light(tmp_path, monkeypatch):
     # a verify-only row has no optimize loop behind it: its % of SOL comes from the same analysis
-    import agent.graph
+    import agent.analysis
     import verifier.verify
+    from agent.analysis import Analysis
     from agent.config import OptimizeConfig
     from agent.board.job import score_kernel
     from verifier.records import Timing, VerifyResult
@@ -352,8 +361,8 @@ def test_a_scored_kernel_gets_its_percent_of_speed_of_light(tmp_path, monkeypatc
                          baselines={"eager": Timing(1.0, 0.99, 1.0, 0.99, 1.02, 100, method="graph")})
     timed.speedups = {"eager": 2.0}
     monkeypatch.setattr(verifier.verify, "verify", lambda task, source, config, worker=None: timed)
-    monkeypatch.setattr(agent.graph, "resolve_device", lambda requested: ("cuda", "NVIDIA H200"))
-    monkeypatch.setattr(agent.graph, "analyze_task", lambda task, device, gpu: {"sol_ms": 0.25})
+    monkeypatch.setattr(agent.analysis, "device_and_gpu", lambda requested: ("cuda", "NVIDIA H200"))
+    monkeypatch.setattr(agent.analysis, "analyze_task", lambda task, device, gpu: Analysis(sol_ms=0.25))
     store = Store(tmp_path / "results")
     run = score_kernel(ROOT / "tasks" / "softmax.py", GOOD / "softmax.py", OptimizeConfig(), store)
     assert run.best_sol_pct == pytest.approx(50.0)

@@ -14,6 +14,8 @@ import pytest
 from agent.config import OptimizeConfig
 from agent.records import Attempt, Run
 from agent.store import REDACTED, Store, new_run_id, redact, scrub_config, scrub_url
+from profiler.records import Diagnosis
+from verifier.records import VerifyResult
 
 SECRET = "sk-store-test-0123456789abcdef"
 
@@ -24,8 +26,8 @@ VERIFY_OK = {
                             "reps": 100}},
     "speedups": {"eager": 2.0, "compile": 1.25, "compile-max-autotune": 1.1}, "floor_ms": 0.25,
 }
-PROFILE = {"bound": "memory", "source": "ncu",
-           "top_stalls": [{"reason": "long_scoreboard", "ratio": 3.0, "share": 0.6, "fix": "prefetch"}]}
+PROFILE = Diagnosis.from_dict({"bound": "memory", "source": "ncu", "top_stalls": [
+    {"reason": "long_scoreboard", "ratio": 3.0, "share": 0.6, "fix": "prefetch"}]})
 
 
 def make_run(store: Store, **changes) -> Run:
@@ -40,7 +42,7 @@ def make_run(store: Store, **changes) -> Run:
 
 def make_attempt(run: Run, number: int, **changes) -> Attempt:
     attempt = Attempt(run_id=run.run_id, number=number, round=1, status="ok", reason="correct on every trial",
-                      verify=VERIFY_OK, median_ms=0.5, speedup=1.1, sol_pct=62.5, note="BLOCK=1024", prompt_tokens=1200,
+                      verify=VerifyResult.from_dict(VERIFY_OK), median_ms=0.5, speedup=1.1, sol_pct=62.5, note="BLOCK=1024", prompt_tokens=1200,
                       completion_tokens=800, cost_usd=0.01, started_at="s", finished_at="f")
     for key, value in changes.items():
         setattr(attempt, key, value)
@@ -208,7 +210,7 @@ def test_no_secret_reaches_any_stored_file(tmp_path, monkeypatch):
                    stop_reason=f"endpoint said: bad key {SECRET}")
     store.save_run(run)
     echoed = make_attempt(run, 1, reason=f"echo {SECRET}", note=SECRET,
-                          verify={**VERIFY_OK, "stdout": f"OPENAI_API_KEY={SECRET}"})
+                          verify=VerifyResult.from_dict({**VERIFY_OK, "stdout": f"OPENAI_API_KEY={SECRET}"}))
     store.save_attempt(run, echoed, source=f"# {SECRET}\n", prompt=f"key {SECRET}", response=SECRET)
     store.save_best(run, f"# {SECRET}\n")
 
@@ -230,7 +232,7 @@ def test_attempt_from_a_timed_verdict_carries_time_speedup_and_sol():
     assert attempt.median_ms == 0.5
     assert attempt.speedup == 1.1                 # against the faster baseline: compile-max-autotune
     assert attempt.sol_pct == pytest.approx(80.0)
-    assert attempt.verify["speedups"]["eager"] == 2.0
+    assert attempt.verify.speedups["eager"] == 2.0
 
 
 def test_attempt_from_an_untimed_verdict_has_no_time():
