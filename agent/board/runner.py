@@ -15,7 +15,6 @@ from __future__ import annotations
 import dataclasses
 import fcntl
 import json
-import time
 from pathlib import Path
 from typing import Callable
 
