@@ -179,10 +179,11 @@ class LocalExecutor(Executor):
                     outcome = JobOutcome.from_dict(json.loads(result.read_text()))
                 except (ValueError, TypeError) as exc:
                     ended = f"{ended} with an unreadable result ({type(exc).__name__}: {exc})"
-            with self._lock:
-                self._outstanding -= 1
+            # NOTE: the event first: results() ends when nothing is outstanding and no event is queued
             self._events.put(JobEvent(FINISHED, job, worker.label, outcome=outcome, ended=ended,
                                       wall_s=time.monotonic() - started))
+            with self._lock:
+                self._outstanding -= 1
 
     def _run(self, job: Job, worker: Worker) -> int:
         env = dict(os.environ)
