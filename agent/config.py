@@ -20,10 +20,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
-from verifier.records import TIMING_METHODS
+from agent.proposers import PROPOSERS as PROPOSER_CHOICES
+from verifier.records import TIMING_METHODS, VerifyConfig
 
 BACKENDS = ("triton", "cuda")
-PROPOSERS = ("auto", "openai", "heuristic")
+PROPOSERS = ("auto", *PROPOSER_CHOICES.names)   # "auto": openai when an endpoint is configured, else heuristic
 DEVICES = ("auto", "cpu", "cuda")
 # What a config stored before a setting existed was run with (a run or board resumed keeps it).
 STORED_BEFORE = {"timing": "events"}
@@ -82,6 +83,13 @@ class OptimizeConfig:
     @property
     def results_path(self) -> Path:
         return Path(self.results_dir)
+
+    def verify_config(self, device: str, results_root: str | Path | None = None) -> VerifyConfig:
+        """How the verifier checks this run's candidates on `device` ("cuda" or "cpu"); the baselines are
+        cached under `results_root` (default: results_dir), the store the run lives in."""
+        root = Path(self.results_dir if results_root is None else results_root)
+        return VerifyConfig(device=device, timeout_s=self.verify_timeout_s, cache_dir=root / "baselines",
+                            timing=self.timing)
 
     def proposer_name(self, env: Mapping[str, str] | None = None) -> str:
         """The proposer this config selects: "auto" is openai when an endpoint or key is configured."""

@@ -91,3 +91,10 @@ def geomean(values: Iterable[float]) -> float | None:
 def geomean_speedup(outcomes: Sequence[Outcome]) -> float | None:
     """Geometric-mean speedup over the tasks that are correct and timed."""
     return geomean(o.speedup for o in outcomes if o.correct and o.speedup is not None)
+
+
+def speedup_text(correct: bool, speedup: float | None) -> str:
+    """"2.31x", "not timed" (correct, no GPU), or "-" (no correct kernel): a speedup cell for people."""
+    if not correct:
+        return "-"
+    return f"{speedup:.2f}x" if speedup is not None else "not timed"

@@ -25,9 +25,15 @@ State is plain JSON (dicts and lists) and checkpointed after every node in
 `kgen optimize --resume RUN_ID` continues from the last completed step.
 
     from agent.config import OptimizeConfig
+from agent.config import OptimizeConfig
     from agent.graph import optimize
     run = optimize("tasks/softmax.py", OptimizeConfig(max_iters=3))
     print(run.status, run.best_speedup)
+
+Over 450 lines on purpose: the five nodes and `optimize()` are the readers and
+writers of one checkpointed schema (LoopState); kept together, a field's every
+use is in one file. The analysis, the proposers and the run's bookkeeping live
+in agent/analysis.py, agent/proposers/ and agent/lifecycle.py.
 
 Dependencies are injected (`proposer`, `verify_fn`, `profile_fn`), so the same
 loop runs with the real verifier and profiler, or with any others that keep
@@ -48,27 +54,30 @@ from contextlib import closing, nullcontext
 from pathlib import Path
 from typing import Any, Callable, TypedDict
 
+from agent.analysis import Analysis, analysis_line, analyze_task, device_and_gpu
 from agent.config import OptimizeConfig
+from agent.lifecycle import finish_run, record_best, start_run
 from agent.live import LoopEvent
+from agent.proposers import make_proposer
 from agent.proposers.base import AttemptSummary, Proposal, ProposeContext, Proposer, ProposerError
 from agent.records import Attempt, Run
-from agent.store import Store, new_run_id, scrub_url, utc_now
+from agent.store import Store, utc_now
+from profiler.records import Diagnosis
 from verifier.records import Task, VerifyConfig, VerifyResult
 
 VerifyFn = Callable[[Task, str, VerifyConfig], VerifyResult]
-ProfileFn = Callable[[Task, str], Any]      # returns a Diagnosis (to_dict(), to_text()) or None
+ProfileFn = Callable[[Task, str], "Diagnosis | None"]
 EventFn = Callable[[LoopEvent], None]
 
 _DEFAULT: Any = object()           # "build the default": distinct from an explicit None
 MIN_GAIN = 0.01                    # a new best must be this much faster (fraction of the best's time)
-DEFAULT_OPENAI_MODEL = "gpt-4.1"   # on OpenAI's own endpoint when neither --model nor KGEN_MODEL says
 
 
 class LoopState(TypedDict, total=False):
     """The checkpointed state. NOTE: JSON only (dicts, lists, str, numbers): no dataclasses."""
 
     run_id: str
-    analysis: dict               # from analyze: shapes, dtypes, flops, bytes, floor_ms, baselines, gpu
+    analysis: dict               # Analysis.to_dict(), from analyze (eager's baseline joins from the first timing)
     round: int                   # the round proposed last (0 before the first)
     next_number: int             # the number the next attempt gets
     round_size: int              # proposals the last round brought
@@ -86,56 +95,14 @@ class LoopState(TypedDict, total=False):
     stop_reason: str | None      # set by decide when the loop ends
 
 
-# ---- the machine ----------------------------------------------------------------------------
-
-
-def resolve_device(requested: str) -> tuple[str, str]:
-    """("cuda" or "cpu", the GPU's name or "") for --device auto|cpu|cuda."""
-    import torch
-
-    available = torch.cuda.is_available()
-    if requested == "cuda" and not available:
-        raise ValueError("--device cuda: torch sees no CUDA device here (use --device cpu or auto)")
-    if requested == "cpu" or not available:
-        return "cpu", ""
-    return "cuda", torch.cuda.get_device_name()
-
-
 # ---- the default collaborators ---------------------------------------------------------------
-
-
-def make_proposer(config: OptimizeConfig, task: Task) -> Proposer:
-    """The proposer the config selects; a ProposerError says what to configure when it cannot be built."""
-    name = config.proposer_name()
-    if name == "openai":
-        from agent.proposers.openai import DEFAULT_BASE_URL, OpenAIConfig, OpenAIProposer
-
-        model = config.model_name()
-        if model is None:
-            endpoint = config.base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL
-            if endpoint.rstrip("/") != DEFAULT_BASE_URL:
-                raise ProposerError(f"--model is needed for the endpoint {scrub_url(endpoint)}: the name of a "
-                                    "model it serves (or set KGEN_MODEL)")
-            model = DEFAULT_OPENAI_MODEL
-        options: dict[str, Any] = {"model": model, "base_url": config.base_url}
-        if config.temperature is not None:
-            options["temperature"] = config.temperature
-        return OpenAIProposer(OpenAIConfig(**options))
-    try:
-        from agent.proposers.heuristic import HeuristicProposer
-    except ImportError as exc:
-        raise ProposerError(
-            f"the built-in heuristic proposer cannot be loaded ({exc}); configure an LLM instead: "
-            "set OPENAI_API_KEY (OpenAI), or OPENAI_BASE_URL / --base-url for any OpenAI-compatible "
-            "endpoint (vLLM, SGLang, Ollama), and --model") from exc
-    return HeuristicProposer(task)
 
 
 def default_profile_fn(device: str, config: OptimizeConfig) -> ProfileFn | None:
     """The profiler on a GPU; None without one (there is nothing to profile on the CPU)."""
     if device != "cuda":
         return None
-    from profiler.ncu import profile_candidate
+    from profiler.profile import profile_candidate
 
     def profile(task: Task, source: str):
         return profile_candidate(task, source, timeout_s=config.verify_timeout_s)
@@ -143,140 +110,11 @@ def default_profile_fn(device: str, config: OptimizeConfig) -> ProfileFn | None:
     return profile
 
 
-# ---- analysis --------------------------------------------------------------------------------
-
-
-def _describe_inputs(inputs) -> tuple[list, list]:
-    import torch
-
-    shapes, dtypes = [], []
-    for x in inputs:
-        if isinstance(x, torch.Tensor):
-            shapes.append(list(x.shape))
-            dtypes.append(str(x.dtype).removeprefix("torch."))
-        else:
-            shapes.append(None)
-            dtypes.append(f"{type(x).__name__} {x!r}"[:40])
-    return shapes, dtypes
-
-
-def analyze_task(task: Task, device: str, gpu: str, verify_config: VerifyConfig | None = None,
-                 backend: str = "triton") -> dict[str, Any]:
-    """What a proposer should know about a task before writing a kernel, as JSON.
-
-    Keys: gpu ("" without one), shapes and dtypes of the benchmark inputs,
-    flops and bytes (verifier.physics.count_work), on a known GPU the roofline
-    (sol_ms, floor_ms, peaks), baselines ({name: {"median_ms"}}: torch.compile
-    on a GPU from the verifier's cache; eager joins with the first timed
-    attempt), and a note saying what was not measured and why. Without a GPU,
-    the work is counted for the benchmark inputs on torch's meta device (no
-    memory, no compute), else for the small inputs; `checked_on` gives the
-    small shapes the CPU checks use.
-    """
-    import torch
-
-    from verifier import physics
-    from verifier.task import import_task_module
-
-    module = import_task_module(task.path.resolve(), f"kgen_analysis_{task.name}")
-    analysis: dict[str, Any] = {"gpu": gpu} if gpu else {}
-    notes: list[str] = []
-
-    def count(on: str, make_inputs):
-        torch.manual_seed(0)
-        with torch.device(on):
-            model = module.Model(*module.get_init_inputs())
-            inputs = [x.to(on) if isinstance(x, torch.Tensor) else x for x in make_inputs()]
-        work = physics.count_work(model.to(on).eval(), inputs)
-        return inputs, work
-
-    ways = [("cuda", "benchmark", module.get_inputs)] if device == "cuda" else \
-        [("meta", "benchmark", module.get_inputs)] + \
-        ([("cpu", "small", module.get_small_inputs)] if task.has_small_inputs else [])
-    work = None
-    failures = []
-    for on, label, make_inputs in ways:
-        try:
-            inputs, work = count(on, make_inputs)
-        except Exception as exc:   # the reference may not run on meta: the next way is tried
-            first_line = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ""
-            failures.append(f"{label} inputs on {on}: {type(exc).__name__}: {first_line}")
-            continue
-        analysis["shapes"], analysis["dtypes"] = _describe_inputs(inputs)
-        if label == "small":
-            notes.append("shapes and work are the small inputs' (the reference does not run on the meta device)")
-        analysis["bytes"] = work.bytes
-        if work.flops:
-            # NOTE: FlopCounterMode counts matmul, convolution and attention only; a pointwise or
-            # reduction task has no FLOP figure rather than a false 0
-            analysis["flops"] = work.flops
-            analysis["flops_by_op"] = work.flops_by_op
-        del inputs
-        break
-    else:
-        notes.append("work not counted (" + "; ".join(failures) + ")")
-    if device == "cuda":
-        torch.cuda.empty_cache()
-
-    if device != "cuda":
-        if task.has_small_inputs:
-            try:
-                with torch.device("meta"):
-                    small = module.get_small_inputs()
-                analysis["checked_on"] = "small inputs " + ", ".join(
-                    f"{s}:{d}" if s is not None else d for s, d in zip(*_describe_inputs(small)))
-            except Exception:   # shapes for the prompt only; the verifier reports real failures
-                pass
-        notes.append("no GPU: kernels are checked for correctness under the Triton interpreter; nothing is timed"
-                     if backend == "triton" else
-                     "no GPU: CUDA kernels are only compiled (nvcc); nothing is run, checked or timed")
-    elif work is not None:
-        peaks = physics.peaks_for(gpu)
-        if peaks is None:
-            notes.append(physics.peaks_note(gpu))
-        else:
-            analysis["sol_ms"] = physics.sol_ms(work, peaks)
-            analysis["floor_ms"] = physics.floor_ms(work, peaks)
-            analysis["peaks"] = {"name": peaks.name, "mem_gbps": peaks.mem_gbps,
-                                 "compute_tflops": peaks.compute_tflops(work.dtype)}
-    if device == "cuda" and verify_config is not None and verify_config.baselines:
-        # torch.compile is timed once per (GPU, task, torch) and cached by the verifier; eager is timed
-        # with every candidate, and the first timed attempt adds it
-        from verifier.verify import BaselineError, cached_baselines
-
-        try:
-            baselines = cached_baselines(task, verify_config)
-        except BaselineError as exc:
-            baselines = {}
-            notes.append(str(exc))
-        if baselines:
-            analysis["baselines"] = {k: {"median_ms": t.median_ms} for k, t in baselines.items()}
-    if notes:
-        analysis["note"] = "; ".join(notes)
-    return analysis
-
-
-def analysis_line(analysis: dict[str, Any]) -> str:
-    """One line for a person: shapes, work, speed-of-light, or why nothing is timed."""
-    parts = []
-    if analysis.get("shapes") is not None:
-        parts.append(" ".join(f"{s}:{d}" if s is not None else d
-                              for s, d in zip(analysis["shapes"], analysis.get("dtypes", []))))
-    if analysis.get("flops"):
-        parts.append(f"{analysis['flops'] / 1e9:.3g} GFLOP")
-    if analysis.get("bytes") is not None:
-        parts.append(f"{analysis['bytes'] / 1e6:.4g} MB moved at least")
-    if analysis.get("sol_ms") is not None:
-        parts.append(f"speed-of-light {analysis['sol_ms']:.4g} ms on {analysis.get('gpu')}")
-    baselines = analysis.get("baselines") or {}
-    if baselines:
-        parts.append("baselines " + ", ".join(f"{k} {v['median_ms']:.4g} ms" for k, v in baselines.items()))
-    if analysis.get("note"):
-        parts.append(analysis["note"])
-    return "; ".join(parts)
-
-
 # ---- the loop --------------------------------------------------------------------------------
+
+
+def _analysis(state: LoopState) -> Analysis:
+    return Analysis.from_dict(state.get("analysis") or {})
 
 
 def _proposal_dict(p: Proposal, number: int, round_: int) -> dict[str, Any]:
@@ -313,13 +151,15 @@ class OptimizeLoop:
 
     def context(self, state: LoopState, round_: int) -> ProposeContext:
         best = state.get("best") or {}
+        diagnosis = state.get("diagnosis")
         return ProposeContext(
             task_name=self.task.name, task_source=self.task.source, backend=self.config.backend,
-            analysis=dict(state.get("analysis") or {}), round=round_, n=self.config.candidates,
+            analysis=_analysis(state), round=round_, n=self.config.candidates,
             best_source=best.get("source"), best_ms=best.get("median_ms"), best_speedup=best.get("speedup"),
             best_note=best.get("note", ""),
             history=[AttemptSummary(**h) for h in state.get("history", [])],
-            diagnosis_text=state.get("diagnosis_text"), diagnosis=state.get("diagnosis"),
+            diagnosis_text=state.get("diagnosis_text"),
+            diagnosis=Diagnosis.from_dict(diagnosis) if diagnosis else None,
         )
 
     def build(self, checkpointer=None):
@@ -345,7 +185,7 @@ class OptimizeLoop:
     def analyze(self, state: LoopState) -> LoopState:
         analysis = analyze_task(self.task, self.run.device, self.run.gpu, self.verify_config, self.config.backend)
         self.emit("analysis", message=analysis_line(analysis))
-        return {"analysis": analysis}
+        return {"analysis": analysis.to_dict()}
 
     def propose(self, state: LoopState) -> LoopState:
         round_ = state.get("round", 0) + 1
@@ -408,7 +248,7 @@ class OptimizeLoop:
             else:
                 todo.append(p)
 
-        sol_ms = (state.get("analysis") or {}).get("sol_ms")
+        sol_ms = _analysis(state).sol_ms
         # NOTE: on a GPU candidates are verified one at a time: two timings at once would both be wrong.
         workers = 1 if self.timed else min(len(todo), os.cpu_count() or 1)
         if workers <= 1:
@@ -441,14 +281,12 @@ class OptimizeLoop:
                 number=a.number, status=a.status, reason=a.reason, median_ms=a.median_ms, speedup=a.speedup,
                 feedback=a.feedback, source=None if a.passed else sources.get(a.number), note=a.note)))
 
-        analysis = dict(state.get("analysis") or {})
-        if "eager" not in (analysis.get("baselines") or {}):
+        analysis = _analysis(state)
+        if "eager" not in analysis.baselines_ms:
             # the verifier times eager with every candidate: the first timing completes the analysis
             for a in attempts:
-                baselines = (a.verify or {}).get("baselines") or {}
-                if baselines:
-                    analysis["baselines"] = {**{k: {"median_ms": v["median_ms"]} for k, v in baselines.items()},
-                                             **(analysis.get("baselines") or {})}
+                if a.verify is not None and a.verify.baselines:
+                    analysis = analysis.with_baselines({k: t.median_ms for k, t in a.verify.baselines.items()})
                     break
 
         best = state.get("best")
@@ -459,14 +297,11 @@ class OptimizeLoop:
                         "speedup": a.speedup, "speedups": a.speedups, "sol_pct": a.sol_pct, "note": a.note}
                 new_best = a.number
         if new_best is not None:
-            self.run.best_attempt = best["number"]
-            self.run.best_speedup, self.run.best_ms, self.run.best_sol_pct = \
-                best["speedup"], best["median_ms"], best["sol_pct"]
-            self.store.save_best(self.run, best["source"])
-            self.store.save_run(self.run)
-            self.emit("best", round=state.get("round", 0),
-                      attempt=next(a for a in attempts if a.number == new_best))
-        return {"pending": [], "history": history, "analysis": analysis, "best": best, "new_best": new_best}
+            attempt = next(a for a in attempts if a.number == new_best)
+            record_best(self.store, self.run, attempt, best["source"])
+            self.emit("best", round=state.get("round", 0), attempt=attempt)
+        return {"pending": [], "history": history, "analysis": analysis.to_dict(), "best": best,
+                "new_best": new_best}
 
     def _better(self, attempt: Attempt, best: dict | None) -> bool:
         if best is None:
@@ -482,7 +317,7 @@ class OptimizeLoop:
             return {}
         stored = self.store.load_attempt(self.run.run_id, number)
         if stored is not None and stored.profile is not None:   # profiled before an interruption
-            return {"diagnosis": stored.profile,
+            return {"diagnosis": stored.profile.to_dict(),
                     "diagnosis_text": self.store.attempt_text(self.run.run_id, number, "profile.txt")}
         try:
             diagnosis = self.profile_fn(self.task, state["best"]["source"])
@@ -492,12 +327,12 @@ class OptimizeLoop:
             return {}
         if diagnosis is None:
             return {}
-        data, text = diagnosis.to_dict(), diagnosis.to_text()
-        self.store.save_profile(self.run, number, data, text)
+        text = diagnosis.to_text()
+        self.store.save_profile(self.run, number, diagnosis, text)
         attempt = self.store.load_attempt(self.run.run_id, number)
         self.emit("profile", round=state.get("round", 0), attempt=attempt,
                   message=text.strip().splitlines()[0] if text.strip() else "")
-        return {"diagnosis": data, "diagnosis_text": text}
+        return {"diagnosis": diagnosis.to_dict(), "diagnosis_text": text}
 
     def goal_met(self, best: dict | None) -> str | None:
         """Why the run's goal is met by the best kernel, or None."""
@@ -591,12 +426,12 @@ def optimize(task_path: str | Path | None, config: OptimizeConfig, *, resume: st
             raise ValueError(f"run {run.run_id} is for {run.task_path}, not {task_path}")
         device = run.device
         if device == "cuda":
-            resolve_device("cuda")   # a CUDA run continues only where CUDA is
+            device_and_gpu("cuda")   # a CUDA run continues only where CUDA is
     else:
         if task_path is None:
             raise ValueError("a task file is needed (or --resume RUN_ID)")
         task = load_task(task_path)
-        device, gpu = resolve_device(config.device)
+        device, gpu = device_and_gpu(config.device)
         run = None
 
     proposer = proposer or make_proposer(config, task)
@@ -605,11 +440,8 @@ def optimize(task_path: str | Path | None, config: OptimizeConfig, *, resume: st
 
     if run is None:
         config = _resolved(config, proposer)
-        run = Run(run_id=new_run_id(task.name), task=task.name, task_path=str(task.path.resolve()),
-                  config=config.to_dict(), proposer=getattr(proposer, "name", type(proposer).__name__),
-                  model=(config.model or "") if config.proposer == "openai" else "",
-                  backend=config.backend, device=device, gpu=gpu, started_at=utc_now())
-        store.create_run(run)
+        run = start_run(store, task, config, proposer=getattr(proposer, "name", type(proposer).__name__),
+                        model=(config.model or "") if config.proposer == "openai" else "", device=device, gpu=gpu)
     else:
         run.config = config.to_dict()
         run.status, run.stop_reason, run.finished_at = "running", "", ""
@@ -632,8 +464,7 @@ def optimize(task_path: str | Path | None, config: OptimizeConfig, *, resume: st
 def _run_loop(task, config: OptimizeConfig, store: Store, run: Run, proposer: Proposer, device: str,
               verify_fn: VerifyFn | None, profile_fn: ProfileFn | None, on_event: EventFn | None) -> Run:
     """The stored run's loop, from its verifier's set-up to its end."""
-    verify_config = VerifyConfig(device=device, timeout_s=config.verify_timeout_s,
-                                 cache_dir=store.root / "baselines", timing=config.timing)
+    verify_config = config.verify_config(device, store.root)
     conn, saver = _checkpointer(store)
     pool = None
     if verify_fn is None:
@@ -700,9 +531,6 @@ def _resolved(config: OptimizeConfig, proposer: Proposer) -> OptimizeConfig:
 
 
 def _finish(store: Store, run: Run, loop: OptimizeLoop, status: str, reason: str) -> Run:
-    run.status, run.stop_reason = status, reason
-    run.finished_at = utc_now()
-    run.wall_s = loop.wall_s()
-    store.save_run(run)
+    finish_run(store, run, status, reason, wall_s=loop.wall_s())
     loop.emit("stop", message=reason)
     return run

@@ -1,8 +1,8 @@
 """The records the optimize loop writes: one `Attempt` per candidate, one `Run` per task.
 
 An `Attempt` is a proposal together with its verdict (the verifier's
-`VerifyResult` as a dict), the profile of the kernel when it was profiled (the
-profiler's `Diagnosis` as a dict), and what producing it cost. A `Run` is the
+`VerifyResult`), the profile of the kernel when it was profiled (the
+profiler's `Diagnosis`), and what producing it cost. A `Run` is the
 sequence of attempts for one task with its best kernel. Both are plain
 dataclasses; `agent.store` writes them as JSON files under `results/` and
 indexes them in SQLite, and `kgen show`/`kgen report`/`kgen leaderboard` read
@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from verifier.records import VerifyResult
+from profiler.records import Diagnosis
+from verifier.records import VerifyResult
 
 # Every status a run can be in. "running" is also what a run that died without
 # a chance to say so (power loss, kill -9) still reads; `kgen optimize --resume`
@@ -42,8 +42,8 @@ class Attempt:
     status: str                     # a VerifyResult status, or "no_code" when the reply held no usable kernel
     reason: str                     # one line
     feedback: str = ""              # the verifier's capped feedback, or the repair message for "no_code"
-    verify: dict[str, Any] | None = None    # VerifyResult.to_dict(); None for "no_code"
-    profile: dict[str, Any] | None = None   # Diagnosis.to_dict(), when this kernel was profiled
+    verify: VerifyResult | None = None      # the verdict; None for "no_code"
+    profile: Diagnosis | None = None        # when this kernel was profiled
     median_ms: float | None = None  # the candidate's median time, GPU only
     speedup: float | None = None    # against the faster of eager and torch.compile (VerifyResult.best_speedup)
     sol_pct: float | None = None    # speed-of-light time / median_ms x 100, on a GPU with known peaks
@@ -62,26 +62,29 @@ class Attempt:
     @property
     def speedups(self) -> dict[str, float]:
         """Speedup against each baseline ("eager", "compile", ...), empty when not timed."""
-        return dict((self.verify or {}).get("speedups") or {})
+        return dict(self.verify.speedups) if self.verify is not None else {}
 
     @property
     def floor_ms(self) -> float | None:
         """The physics check's floor the verifier applied (below it a time is impossible)."""
-        return (self.verify or {}).get("floor_ms")
+        return self.verify.floor_ms if self.verify is not None else None
 
     @property
     def top_stall(self) -> str:
-        """The profile's leading stall reason, "" when not profiled."""
-        stalls = (self.profile or {}).get("top_stalls") or []
-        if not stalls:
+        """The profile's leading stall reason, "" when not profiled (or no stall was measured)."""
+        return self.profile.top_stalls[0].reason if self.profile is not None and self.profile.top_stalls else ""
+
+    @property
+    def top_stall_text(self) -> str:
+        """The leading stall with its share of stall cycles ("long_scoreboard 60%"), "" when there is none."""
+        if not self.top_stall:
             return ""
-        first = stalls[0]
-        return str(first.get("reason", "")) if isinstance(first, dict) else str(first)
+        return f"{self.top_stall} {self.profile.top_stalls[0].share:.0%}"
 
     @property
     def bound(self) -> str:
         """What limits the kernel according to the profile: "memory", "compute", "latency" or ""."""
-        return str((self.profile or {}).get("bound") or "")
+        return self.profile.bound if self.profile is not None else ""
 
     @classmethod
     def from_result(cls, run_id: str, number: int, round: int, result: "VerifyResult", *,
@@ -89,17 +92,26 @@ class Attempt:
         """An attempt from the verifier's verdict; `sol_ms` (the task's speed-of-light time) gives sol_pct."""
         median_ms = result.timing.median_ms if result.timing is not None else None
         return cls(run_id=run_id, number=number, round=round, status=result.status, reason=result.reason,
-                   feedback=result.feedback, verify=result.to_dict(), median_ms=median_ms,
+                   feedback=result.feedback, verify=result, median_ms=median_ms,
                    speedup=result.best_speedup,
                    sol_pct=100.0 * sol_ms / median_ms if sol_ms and median_ms else None, **fields)
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        data = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        data["verify"] = self.verify.to_dict() if self.verify is not None else None
+        data["profile"] = self.profile.to_dict() if self.profile is not None else None
+        return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "Attempt":
+        """An attempt from to_dict()'s form (its verdict and profile as their own JSON, or None)."""
         known = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in known})
+        data = {k: v for k, v in data.items() if k in known}
+        if data.get("verify") is not None:
+            data["verify"] = VerifyResult.from_dict(data["verify"])
+        if data.get("profile") is not None:
+            data["profile"] = Diagnosis.from_dict(data["profile"])
+        return cls(**data)
 
 
 @dataclass

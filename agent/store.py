@@ -30,6 +30,7 @@ a reply or a candidate's output carried it.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -37,6 +38,7 @@ import secrets
 import sqlite3
 import tempfile
 import time
+import zlib
 from contextlib import closing
 from datetime import datetime, timezone
 from pathlib import Path
@@ -44,6 +46,7 @@ from typing import Any, Iterable, Mapping
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from agent.records import Attempt, Run
+from profiler.records import Diagnosis
 
 INDEX_NAME = "kgen.sqlite"
 CHECKPOINTS_NAME = "checkpoints.sqlite"
@@ -55,34 +58,10 @@ _SECRET_ENV = re.compile(r"(API[_-]?KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL)
 _MIN_SECRET_LEN = 8   # shorter values ("1", "true") would redact ordinary text
 REDACTED = "<redacted>"
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS runs (
-    run_id TEXT PRIMARY KEY,
-    task TEXT NOT NULL,
-    task_path TEXT,
-    status TEXT NOT NULL,
-    stop_reason TEXT,
-    proposer TEXT,
-    model TEXT,
-    backend TEXT,
-    device TEXT,
-    gpu TEXT,
-    best_attempt INTEGER,
-    best_speedup REAL,
-    best_ms REAL,
-    best_sol_pct REAL,
-    rounds INTEGER,
-    attempts INTEGER,
-    prompt_tokens INTEGER,
-    completion_tokens INTEGER,
-    cost_usd REAL,
-    started_at TEXT,
-    finished_at TEXT,
-    wall_s REAL,
-    dir TEXT NOT NULL,
-    config_json TEXT
-);
-CREATE INDEX IF NOT EXISTS runs_task ON runs (task, started_at);
+# The index's runs table: one column per Run field (config as JSON), so that a field added to Run gets its
+# column; the version below changes with it and an older index is rebuilt from the files.
+_RUN_EXTRA_COLUMNS = ("dir TEXT NOT NULL", "config_json TEXT")
+_ATTEMPTS_TABLE = """
 CREATE TABLE IF NOT EXISTS attempts (
     run_id TEXT NOT NULL,
     number INTEGER NOT NULL,
@@ -106,8 +85,34 @@ CREATE TABLE IF NOT EXISTS attempts (
     started_at TEXT,
     finished_at TEXT,
     PRIMARY KEY (run_id, number)
-);
-"""
+)"""
+
+
+def _sql_type(annotation: str) -> str:
+    if "float" in annotation:
+        return "REAL"
+    if "int" in annotation:
+        return "INTEGER"
+    return "TEXT"
+
+
+def run_columns() -> tuple[str, ...]:
+    """The Run fields the runs table holds, in order (config is stored as config_json)."""
+    return tuple(f.name for f in dataclasses.fields(Run) if f.name != "config")
+
+
+def index_schema() -> list[str]:
+    """The index's CREATE statements, as Run's fields make them now."""
+    types = {f.name: str(f.type) for f in dataclasses.fields(Run)}
+    columns = [f"{name} {_sql_type(types[name])}" + (" PRIMARY KEY" if name == "run_id" else "")
+               for name in run_columns()]
+    runs = "CREATE TABLE IF NOT EXISTS runs (\n    " + ",\n    ".join(columns + list(_RUN_EXTRA_COLUMNS)) + "\n)"
+    return [runs, "CREATE INDEX IF NOT EXISTS runs_task ON runs (task, started_at)", _ATTEMPTS_TABLE]
+
+
+def schema_version() -> int:
+    """`PRAGMA user_version` of an index made by this kgen: it changes whenever the schema does."""
+    return zlib.crc32("\n".join(index_schema()).encode()) & 0x7FFFFFFF or 1
 
 
 def utc_now() -> str:
@@ -198,6 +203,7 @@ class Store:
         self.root = Path(root)
         self.index_path = self.root / INDEX_NAME
         self.checkpoints_path = self.root / CHECKPOINTS_NAME
+        self._checked = False       # the index's schema version was checked by this Store
 
     # ---- the index ---------------------------------------------------------------------------
 
@@ -205,14 +211,41 @@ class Store:
         self.root.mkdir(parents=True, exist_ok=True)
         # NOTE: several kgen processes may write one index (a leaderboard next to an optimize run):
         # a generous busy timeout instead of failing on a lock.
+        if not self._checked or not self.index_path.exists():
+            self._checked = True
+            if self._prepare_index():
+                self.reindex()
         conn = sqlite3.connect(self.index_path, timeout=30.0)
         conn.row_factory = sqlite3.Row
-        conn.executescript(_SCHEMA)
         return conn
 
+    def _prepare_index(self) -> bool:
+        """Make the index current; True when it was made anew (missing, or of another schema version) and
+        must be filled from the files."""
+        conn = sqlite3.connect(self.index_path, timeout=30.0, isolation_level=None)
+        try:
+            # WAL: readers (kgen show, a board's runner) never block the writers of a running loop
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("BEGIN IMMEDIATE")   # one process at a time decides, and rebuilds
+            version = schema_version()
+            if conn.execute("PRAGMA user_version").fetchone()[0] == version:
+                conn.execute("COMMIT")
+                return False
+            # NOTE: the files are the record: the index is dropped and rebuilt from them, never migrated
+            conn.execute("DROP TABLE IF EXISTS runs")
+            conn.execute("DROP TABLE IF EXISTS attempts")
+            for statement in index_schema():
+                conn.execute(statement)
+            conn.execute(f"PRAGMA user_version = {version}")
+            conn.execute("COMMIT")
+            return True
+        finally:
+            conn.close()
+
     def _index_run(self, run: Run) -> None:
-        row = run.to_dict()
-        config = row.pop("config")
+        data = run.to_dict()
+        row = {name: data[name] for name in run_columns()}
+        config = data["config"]
         row["dir"] = str(self.run_dir(run).relative_to(self.root))
         row["config_json"] = redact(json.dumps(config, default=str))
         row["stop_reason"] = redact(row["stop_reason"])
@@ -314,9 +347,9 @@ class Store:
         if response:
             _write_text(folder / "response.md", response)
         if attempt.verify is not None:
-            _write_json(folder / "verify.json", attempt.verify)
+            _write_json(folder / "verify.json", attempt.verify.to_dict())
         if attempt.profile is not None:
-            _write_json(folder / "profile.json", attempt.profile)
+            _write_json(folder / "profile.json", attempt.profile.to_dict())
         record = attempt.to_dict()
         record.pop("verify")
         record.pop("profile")
@@ -324,10 +357,10 @@ class Store:
         self._index_attempt(attempt)
         return folder
 
-    def save_profile(self, run: Run, number: int, profile: dict[str, Any], text: str = "") -> None:
-        """Attach a profile (Diagnosis.to_dict(), and its to_text()) to a stored attempt."""
+    def save_profile(self, run: Run, number: int, profile: Diagnosis, text: str = "") -> None:
+        """Attach a profile (and its to_text()) to a stored attempt."""
         folder = self.attempt_dir(run, number)
-        _write_json(folder / "profile.json", profile)
+        _write_json(folder / "profile.json", profile.to_dict())
         if text:
             _write_text(folder / "profile.txt", text)
         attempt = self.load_attempt(run.run_id, number)

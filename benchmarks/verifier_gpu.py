@@ -74,7 +74,7 @@ def main() -> None:
 
     # Events vs ncu for a single-kernel candidate.
     try:
-        from profiler.ncu import profile_candidate
+        from profiler.profile import profile_candidate
 
         task = load_task(ROOT / "tasks" / "softmax.py")
         src = (GOOD / "softmax.py").read_text()

@@ -186,7 +186,7 @@ def profile_fallback(task, source: str, *, timeout_s: float = 300.0, seed: int =
     import tempfile
 
     from profiler import roofline as roofline_mod
-    from profiler.ncu import run_child, write_job
+    from profiler.child import output_tail, run_child, write_job
 
     notes = list(notes or [])
     with tempfile.TemporaryDirectory(prefix="kgen-fallback-") as tmp:
@@ -197,7 +197,7 @@ def profile_fallback(task, source: str, *, timeout_s: float = 300.0, seed: int =
     if run.timed_out:
         notes.append(f"the profiling run timed out after {timeout_s:g} s")
     elif not child:
-        tail = " | ".join((run.stderr or run.stdout).strip().splitlines()[-3:])
+        tail = " | ".join(output_tail(run.stderr or run.stdout))
         notes.append(f"the profiling run ended without a report (exit {run.returncode}): {tail}")
     measured = sum(k.get("duration_us") or 0 for k in child.get("kernels") or []) / 1e3
     roof = roofline_mod.from_child(child, measured_ms=measured or None, peaks_override=peaks_override)

@@ -1,24 +1,20 @@
-"""Nsight Compute: run a candidate under `ncu` and parse what it prints.
+"""Nsight Compute: the metrics kgen asks for, the command lines that ask, and the parsing of what ncu prints.
 
-Two halves:
-
+- the metrics (METRICS) and sections (SECTIONS) collected, and where ncu is
+  (`find_ncu`: PATH, KGEN_NCU, /opt/nvidia/nsight-compute) and what stops it
+  (`ncu_problem`: no permission to read the counters, no GPU);
+- the command lines: one pass into a report (`ncu_export_argv`), its pages
+  printed back with no GPU work (`ncu_import_argv`, `import_page`), or one
+  page a pass (`ncu_argv`);
 - the parser, `parse_raw_csv` (`--csv --page raw --metrics METRICS`: one row
   per kernel launch) and `parse_details_csv` (`--csv --page details
   --print-details all` for SECTIONS: one row per section metric, plus ncu's
   rule rows). Both take ncu's output as it comes: the program's own stdout
   lines and ncu's `==PROF==` lines interleaved, numbers with thousands
-  separators ("3,175,520"), a units row, "n/a" for metrics with no value;
-- the runner, `profile_candidate(task, source)`: writes a job for
-  `python -m profiler.ncu_child` (which runs ModelNew.forward once to warm up,
-  then once inside the NVTX range "kgen"), runs it under ncu once in the
-  verifier's sandbox, collecting the raw metrics and the sections into one
-  report, prints both pages from that report (`ncu --import`, no GPU work), and
-  returns a `Diagnosis`. Where the report gives no kernel rows it profiles again
-  in two passes (raw metrics, then section details), as kgen did before, and
-  says so in the notes: on the H200 each pass cost 9-15 s, mostly starting the
-  profiled process (benchmarks/profiler.md). Without ncu, or without
-  permission to read the GPU's counters, it falls back to the torch profiler
-  (profiler/fallback.py) and says why in the diagnosis' notes.
+  separators ("3,175,520"), a units row, "n/a" for metrics with no value.
+
+Running a candidate under it, and falling back without it, is
+profiler/profile.py's; the profiled child's job file is profiler/child.py's.
 
 Parse a captured file: `python -m profiler.ncu RAW.csv [DETAILS.csv]`.
 """
@@ -27,17 +23,15 @@ from __future__ import annotations
 
 import csv
 import glob
-import json
 import os
 import re
 import shutil
 import sys
-import tempfile
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from profiler.records import Diagnosis, KernelMetrics, Rule
+from profiler.child import NVTX_RANGE
+from profiler.records import KernelMetrics, Rule
 
 # The raw-page metrics: speed-of-light, occupancy and its limiters, launch shape,
 # tensor-pipe use, shared-memory bank conflicts, and every warp-stall reason.
@@ -79,7 +73,6 @@ METRICS = (
 SECTIONS = ("SpeedOfLight", "LaunchStats", "Occupancy", "WarpStateStats",
             "MemoryWorkloadAnalysis", "ComputeWorkloadAnalysis", "SchedulerStats")
 
-NVTX_RANGE = "kgen"     # the child wraps the profiled forward call in this range
 
 _STALL = re.compile(r"^smsp__average_warps_issue_stalled_(\w+?)_per_issue_active\.ratio$")
 
@@ -356,146 +349,6 @@ def import_page(ncu: str, report: Path, page: str, timeout_s: float) -> str:
     except (OSError, subprocess.TimeoutExpired) as exc:
         return f"==ERROR== ncu --import failed: {exc}"
     return done.stdout + ("\n" + done.stderr if done.returncode else "")
-
-
-def write_job(workdir: Path, task, source: str, *, mode: str, count_work: bool, seed: int = 0) -> Path:
-    """Write the candidate and the child's job file into `workdir`; return the job's path."""
-    candidate = workdir / "candidate.py"
-    candidate.write_text(source)
-    job = {
-        "task_path": str(Path(task.path).resolve()),
-        "candidate_path": str(candidate),
-        "result_path": str(workdir / f"result-{mode}.json"),
-        "mode": mode,                   # "ncu": one forward in the NVTX range; "fallback": torch profiler
-        "count_work": count_work,       # also count the reference's FLOPs and bytes
-        "seed": seed,
-        "nvtx_range": NVTX_RANGE,
-        "trace_path": str(workdir / "trace.json"),
-    }
-    path = workdir / f"job-{mode}.json"
-    path.write_text(json.dumps(job))
-    return path
-
-
-def run_child(argv: list[str], job_path: Path, workdir: Path, timeout_s: float):
-    """Run argv in the verifier's sandbox; (SandboxResult, the child's report or {}).
-
-    The report is the child's signed channel message; where that did not come
-    back (ncu stands between the sandbox and the child), the file it wrote.
-    """
-    from verifier.sandbox import run_sandboxed
-
-    job = json.loads(job_path.read_text())
-    # The sandbox puts the repository on PYTHONPATH, so `-m profiler.ncu_child` imports.
-    result = run_sandboxed(argv, job, timeout_s=timeout_s, output_cap_bytes=256_000, cwd=workdir)
-    child = result.message or {}
-    result_path = Path(job["result_path"])
-    if not child and result_path.exists():
-        try:
-            child = json.loads(result_path.read_text())
-        except json.JSONDecodeError:
-            child = {}
-    return result, child
-
-
-def profile_candidate(task, source: str, *, timeout_s: float = 300.0, ncu: str | None = None,
-                      details: bool = True, seed: int = 0, peaks_override: str | None = None) -> Diagnosis:
-    """Profile one candidate for `task` (a verifier Task) and diagnose it.
-
-    One ncu pass over one warm forward call (raw metrics and section details
-    into one report, both pages printed from it); where that gives no kernel
-    rows, two passes as before (raw metrics, then the section details with
-    ncu's rules). Each pass is a fresh sandboxed process with `timeout_s`.
-    With details=False, the raw metrics alone, in one pass. The candidate is
-    not verified here: profile a kernel that passed `verify`. A candidate that
-    fails to run is a Diagnosis with bound "unknown" and the error in its
-    notes, never an exception.
-    """
-    from profiler import diagnose as diagnose_mod
-    from profiler import fallback, roofline as roofline_mod
-
-    ncu_path = ncu or find_ncu()
-    with tempfile.TemporaryDirectory(prefix="kgen-profile-") as tmp:
-        workdir = Path(tmp)
-
-        def without_counters(why: str) -> Diagnosis:
-            return fallback.profile_fallback(task, source, timeout_s=timeout_s, seed=seed, workdir=workdir,
-                                             peaks_override=peaks_override, notes=[why])
-
-        if ncu_path is None:
-            return without_counters("ncu not found (PATH, KGEN_NCU, /opt/nvidia/nsight-compute): no hardware counters")
-        job_path = write_job(workdir, task, source, mode="ncu", count_work=True, seed=seed)
-        passes: dict[str, float] = {}
-        notes: list[str] = []
-        kernels: list[KernelMetrics] = []
-        raw_text, details_text = "", None
-        two_passes = not details
-        if details:
-            report = workdir / "profile.ncu-rep"
-            t0 = time.perf_counter()
-            run, child = run_child(ncu_export_argv(ncu_path, report, job_path), job_path, workdir, timeout_s)
-            passes["ncu (metrics and sections, one pass)"] = time.perf_counter() - t0
-            problem = ncu_problem(run.stdout + "\n" + run.stderr)
-            if problem:
-                return without_counters(problem)
-            if report.exists():
-                t0 = time.perf_counter()
-                raw_text = import_page(ncu_path, report, "raw", timeout_s)
-                details_text = import_page(ncu_path, report, "details", timeout_s)
-                passes["ncu --import (both pages)"] = time.perf_counter() - t0
-                kernels = parse_raw_csv(raw_text)
-            if not kernels and not run.timed_out and not child.get("error"):
-                # An ncu that could not export, or a report it could not read back: profile the old way.
-                tail = (raw_text or run.stderr or run.stdout).strip().splitlines()[-1:]
-                notes.append("one ncu pass into a report gave no kernel rows"
-                             + (f" ({tail[0][:160]})" if tail else "") + ": profiled again in two passes")
-                two_passes, details_text = True, None
-                # written again: the profiled run could write to its folder, candidate.py included
-                job_path = write_job(workdir, task, source, mode="ncu", count_work=True, seed=seed)
-        if two_passes:
-            raw_log = workdir / "raw.csv"
-            t0 = time.perf_counter()
-            run, child = run_child(ncu_argv(ncu_path, "raw", raw_log, job_path), job_path, workdir, timeout_s)
-            passes["ncu raw metrics"] = time.perf_counter() - t0
-            raw_text = (raw_log.read_text(errors="replace") if raw_log.exists() else "") + "\n" + run.stdout
-            problem = ncu_problem(raw_text + "\n" + run.stderr)
-            if problem:
-                return without_counters(problem)
-            kernels = parse_raw_csv(raw_text)
-        if run.timed_out:
-            notes.append(f"ncu run timed out after {timeout_s:g} s")
-        if child.get("error"):
-            notes.append(f"the candidate failed under ncu: {child['error']}")
-        if not kernels:
-            if not notes:
-                tail = (run.stderr or run.stdout or raw_text).strip().splitlines()[-3:]
-                notes.append("ncu profiled no kernel in the NVTX range 'kgen' (does forward launch a kernel?)"
-                             + (": " + " | ".join(tail) if tail else ""))
-            return Diagnosis(bound="unknown", source="ncu", notes=notes, passes_s=passes)
-        kernel_details = parse_details_csv(details_text) if details_text else []
-        if details_text is not None and not kernel_details:
-            notes.append("ncu's section details (and its advice) are missing from the report")
-        if details and two_passes:
-            job_path = write_job(workdir, task, source, mode="ncu", count_work=False, seed=seed)
-            details_log = workdir / "details.csv"
-            t0 = time.perf_counter()
-            drun, dchild = run_child(ncu_argv(ncu_path, "details", details_log, job_path), job_path, workdir,
-                                     timeout_s)
-            passes["ncu section details"] = time.perf_counter() - t0
-            details_text = (details_log.read_text(errors="replace") if details_log.exists() else "") + "\n" + drun.stdout
-            kernel_details = parse_details_csv(details_text)
-            if not kernel_details:
-                notes.append("ncu's section details (and its advice) are missing: the second pass "
-                             + ("timed out" if drun.timed_out else "gave no rows"))
-        roof = roofline_mod.from_child(child, measured_ms=sum(k.duration_us or 0 for k in kernels) / 1e3,
-                                       peaks_override=peaks_override)
-        if roof is None and child.get("device"):
-            from verifier.physics import peaks_note
-            notes.append(peaks_note(child["device"], peaks_override))
-        diagnosis = diagnose_mod.diagnose(kernels, kernel_details, roof)
-        diagnosis.notes.extend(notes)
-        diagnosis.passes_s = passes
-        return diagnosis
 
 
 def main(argv: list[str]) -> int:

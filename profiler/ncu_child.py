@@ -2,7 +2,7 @@
 
     python -m profiler.ncu_child JOB.json
 
-The job (written by profiler/ncu.py `write_job`) names the task file, the
+The job (written by profiler/child.py `write_job`) names the task file, the
 candidate file, where to write the result, and a mode:
 
 - "ncu": build the task's inputs and the candidate's ModelNew on the GPU, call

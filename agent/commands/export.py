@@ -43,7 +43,7 @@ def _error(message: str) -> int:
 
 def find_board(text: str, results: str):
     """(results folder, board) for a board name under `results` or a board's folder; None when neither."""
-    from agent.leaderboard import BOARD_JSON, LEADERBOARDS_DIR, load_board
+    from agent.board.files import BOARD_JSON, LEADERBOARDS_DIR, load_board
 
     folder = Path(text)
     if folder.name == BOARD_JSON:

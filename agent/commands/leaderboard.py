@@ -18,7 +18,8 @@ A folder SUITE is taken in numeric order (1, 2, ..., 10, ..., 100); `--problems
 1-20,23` keeps those problem numbers (`level2:1-5` where levels are folders).
 
 The board is written to <results>/leaderboards/<name>/leaderboard.json and
-leaderboard.md after every task, and printed at the end. Running it again
+leaderboard.md after every task, and printed at the end (--json: the same
+JSON as leaderboard.json, on stdout). Running it again
 with the same --name (and the same settings) skips the finished tasks.
 A task that cannot be loaded or whose run fails is a row that says why.
 
@@ -30,11 +31,12 @@ malformed task file, a missing kernel, a kgen failure); 2 bad usage;
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from pathlib import Path
 
+from agent.board import EXECUTORS
+from agent.board.records import BoardConfig
 from agent.commands.optimize import add_optimize_flags
 from agent.config import OptimizeConfig
 
@@ -50,6 +52,10 @@ def register(sub) -> None:
     p.add_argument("--verify-only", metavar="DIR",
                    help="score the kernels in DIR (one per task, named like it) with no proposer")
     p.add_argument("--problems", metavar="SPEC", help="only these KernelBench problems, by number: 1-20,23 or level2:1-5")
+    p.add_argument("--json", action="store_true",
+                   help="print the board (rows, settings, summary) as JSON on stdout instead of the tables")
+    p.add_argument("--executor", default=BoardConfig.executor, choices=EXECUTORS.names,
+                   help=f"where the tasks run (default {BoardConfig.executor}: a process per task on this machine)")
     add_optimize_flags(p.add_argument_group("optimize settings (as for kgen optimize; applied to every task)"))
     p.set_defaults(func=run)
 
@@ -70,18 +76,18 @@ def parse_gpus(text: str | None) -> tuple[int, ...] | None:
 
 def board_config_from_args(args):
     """The BoardConfig the flags describe (ValueError for a malformed --gpus)."""
-    from agent.leaderboard import BoardConfig
-
     return BoardConfig(suite=args.suite, name=args.name, workers=args.workers, gpus=parse_gpus(args.gpus),
-                       verify_only=args.verify_only)
+                       verify_only=args.verify_only, executor=args.executor)
 
 
 def run(args) -> int:
     from agent.commands.optimize import config_from_args
     from agent.commands.show import make_console
-    from agent.graph import resolve_device
-    from agent.leaderboard import (ERROR, INTERRUPTED, MISSING, PENDING, TASK_ERROR, BoardRunner, LeaderboardError,
-                                   load_board, open_board, plan_workers, rich_board)
+    from agent.analysis import device_and_gpu
+    from agent.board.files import load_board, open_board
+    from agent.board.records import ERROR, INTERRUPTED, MISSING, PENDING, TASK_ERROR, LeaderboardError
+    from agent.board.render import rich_board
+    from agent.board.runner import BoardRunner
     from agent.kernelbench.names import outside_selection, suite_tasks
     from agent.kernelbench.samples import match_samples
     from verifier.task import TaskError
@@ -122,17 +128,12 @@ def run(args) -> int:
         for note in notes:
             print(f"kgen leaderboard: note: {note}", file=sys.stderr)
     try:
-        device, gpu = resolve_device(config.device)
+        device, gpu = device_and_gpu(config.device)
     except ValueError as exc:
         return _error(str(exc))
-    gpu_count = 0
-    if device == "cuda":
-        import torch
-
-        gpu_count = torch.cuda.device_count()
     try:
-        workers = plan_workers(device, gpus=board_config.gpus, workers=board_config.workers, gpu_count=gpu_count,
-                               visible=os.environ.get("CUDA_VISIBLE_DEVICES"))
+        executor = EXECUTORS.make(board_config.executor, device=device, gpus=board_config.gpus,
+                                  workers=board_config.workers)
         kernels_dir = str(Path(kernels_dir).resolve()) if kernels_dir else ""
         board = open_board(config.results_dir, name=name, suite=board_config.suite, task_paths=task_paths,
                            mode=mode, config=config.to_dict(), device=device, gpu=gpu, kernels_dir=kernels_dir)
@@ -144,21 +145,26 @@ def run(args) -> int:
         print(f"kgen leaderboard: not scored: {line}", file=sys.stderr)
 
     view = make_progress(sys.stderr, board)
-    runner = BoardRunner(board, config.results_dir, workers, kernels=kernels, on_start=view.started,
+    runner = BoardRunner(board, config.results_dir, executor, kernels=kernels, on_start=view.started,
                          on_row=view.finished)
     done = [r for r in board.rows if runner.is_finished(r)]
     view.already(done)
     view.line(f"leaderboard {name}: {len(board.rows)} tasks ({len(done)} already done), {mode}, "
-              f"{len(workers)} worker(s): {', '.join(w.label for w in workers)}; folder {runner.folder}")
+              f"{len(executor.slots)} worker(s): {', '.join(executor.slots)}; folder {runner.folder}")
     try:
         with view:
             board = runner.run()
     except LeaderboardError as exc:
         return _error(str(exc))
 
-    make_console().print(rich_board(board))
-    print(f"written: {runner.folder / 'leaderboard.json'}  {runner.folder / 'leaderboard.md'}")
-    print(f"review: kgen show {name}    kgen report {name}")
+    if args.json:
+        import json
+
+        print(json.dumps(board.to_dict(), indent=2, default=str))
+    else:
+        make_console().print(rich_board(board))
+        print(f"written: {runner.folder / 'leaderboard.json'}  {runner.folder / 'leaderboard.md'}")
+        print(f"review: kgen show {name}    kgen report {name}")
     if runner.interrupted:
         print(f"interrupted; continue with the same command and --name {name}", file=sys.stderr)
         return 130
@@ -224,12 +230,12 @@ class _Progress:
         else:
             print(f"kgen: {text}", file=self.stream, flush=True)
 
-    def started(self, row, worker) -> None:
+    def started(self, row, worker: str) -> None:
         if self._progress is None:
-            self.line(f"{row.task}: started on {worker.label}")
+            self.line(f"{row.task}: started on {worker}")
 
     def finished(self, row) -> None:
-        from agent.leaderboard import INTERRUPTED
+        from agent.board.records import INTERRUPTED
 
         if row.status == INTERRUPTED:     # not done: the next session of the board continues it
             self.line(f"{row.task}: {row.reason}")

@@ -7,7 +7,8 @@
 
 While it runs, a live table (on a terminal) or progress lines (otherwise) go
 to stderr; at the end stdout gets the best kernel's path, its speedups (or
-"not timed: no GPU") and how to review it. Every flag is one field of
+"not timed: no GPU") and how to review it; with --json, the run and its best
+attempt as one JSON object instead. Every flag is one field of
 agent.config.OptimizeConfig. With --resume the run's stored settings apply,
 and flags given explicitly replace them (say, a larger --max-iters).
 
@@ -19,6 +20,7 @@ failed: the run is stored as failed); 2 bad usage or a malformed task;
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 
 from agent.config import BACKENDS, DEVICES, PROPOSERS, OptimizeConfig
@@ -40,6 +42,8 @@ def register(sub) -> None:
     p.add_argument("task", nargs="?", help="task file (KernelBench format); optional with --resume")
     add_optimize_flags(p)
     p.add_argument("--resume", metavar="RUN_ID", help="continue a stored run (an id, a unique prefix, or latest)")
+    p.add_argument("--json", action="store_true",
+                   help="print the stored run and its best attempt as JSON on stdout instead of the summary")
     p.set_defaults(func=run)
 
 
@@ -132,12 +136,20 @@ def run(args) -> int:
         _error(str(exc))
         return 2
 
-    print(summary(run_, Store(config.results_dir)))
+    store = Store(config.results_dir)
+    print(json.dumps(run_record(run_, store), indent=2, default=str) if args.json else summary(run_, store))
     if run_.status == "interrupted":
         return 130
     if run_.status == "failed" and run_.stop_reason.startswith("the proposer failed"):
         _error(run_.stop_reason)
     return 0 if run_.best_attempt is not None else 1
+
+
+def run_record(run_, store) -> dict:
+    """`--json`: {"run": Run, "best": the best Attempt or null, "best_path": best.py or null}."""
+    best = store.load_attempt(run_.run_id, run_.best_attempt) if run_.best_attempt is not None else None
+    return {"run": run_.to_dict(), "best": best.to_dict() if best is not None else None,
+            "best_path": str(store.run_dir(run_.run_id) / "best.py") if best is not None else None}
 
 
 def summary(run_, store) -> str:
@@ -146,13 +158,12 @@ def summary(run_, store) -> str:
     if run_.best_attempt is not None:
         best = store.load_attempt(run_.run_id, run_.best_attempt)
         lines.append(f"best kernel: {store.run_dir(run_.run_id) / 'best.py'} (attempt {run_.best_attempt})")
-        verify = (best.verify if best else None) or {}
-        timing = verify.get("timing")
-        if timing:
-            lines.append(f"time: {timing['median_ms']:.4f} ms median")
-            for name, baseline in (verify.get("baselines") or {}).items():
-                speedup = (verify.get("speedups") or {}).get(name)
-                lines.append(f"  vs {name}: {baseline['median_ms']:.4f} ms -> "
+        verify = best.verify if best is not None else None
+        if verify is not None and verify.timing is not None:
+            lines.append(f"time: {verify.timing.median_ms:.4f} ms median")
+            for name, baseline in verify.baselines.items():
+                speedup = verify.speedups.get(name)     # a baseline may have no speedup (the dict is sparse)
+                lines.append(f"  vs {name}: {baseline.median_ms:.4f} ms -> "
                              + (f"{speedup:.2f}x" if speedup else "-"))
             if run_.best_sol_pct is not None:
                 lines.append(f"  {run_.best_sol_pct:.0f}% of speed-of-light")

@@ -100,7 +100,7 @@ def _from_task(args) -> int:
               "to diagnose ncu output captured elsewhere use `kgen profile --ncu-csv RAW.csv "
               "[--details DETAILS.csv]`", file=sys.stderr)
         return 2
-    from profiler.ncu import profile_candidate
+    from profiler.profile import profile_candidate
 
     diagnosis = profile_candidate(task, kernel.read_text(errors="replace"), timeout_s=args.timeout)
     _print(diagnosis, args)

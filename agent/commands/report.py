@@ -37,7 +37,7 @@ def register(sub) -> None:
 
 def run(args) -> int:
     from agent.commands.show import resolve_target, results_dir
-    from agent.leaderboard import board_dir, load_board
+    from agent.board.files import board_dir, load_board
     from agent.report import write_board_report, write_run_report
     from agent.store import Store
 

@@ -5,6 +5,7 @@
     kgen show latest                # the newest run
     kgen show softmax               # every run of the task softmax
     kgen show nightly               # the leaderboard named nightly
+    kgen show RUN --json            # the same records as JSON on stdout (for scripts)
     kgen show RUN --attempt 3       # one attempt: its verdict, feedback, profile and kernel
 
 A run id may be shortened to any unique prefix. Reads the results folder
@@ -19,6 +20,8 @@ import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+
+from agent.fastp import speedup_text
 
 LIST_LIMIT = 15
 REASON_CHARS = 140      # of an attempt's reason in a table; `--attempt N` shows it whole
@@ -35,6 +38,9 @@ def register(sub) -> None:
     p.add_argument("-n", "--limit", type=int, default=LIST_LIMIT, metavar="N",
                    help=f"runs listed without a target (default {LIST_LIMIT})")
     p.add_argument("--results", metavar="DIR", help="results folder (default $KGEN_RESULTS, else results)")
+    p.add_argument("--json", action="store_true",
+                   help="print the record shown as JSON instead (a run with its attempts, an attempt, a task's runs, "
+                        "a leaderboard, or the latest runs and the boards' names)")
     p.set_defaults(func=run)
 
 
@@ -55,7 +61,7 @@ def resolve_target(text: str, store, results: str | Path) -> Target:
 
     Raises KeyError with a message saying what was looked for.
     """
-    from agent.leaderboard import load_board
+    from agent.board.files import load_board
 
     try:
         run_id = store.resolve_run_id(text)
@@ -83,14 +89,18 @@ def run(args) -> int:
     results = results_dir(args)
     store = Store(results)
     console = make_console()
-    if args.target is None:
+    target = None
+    if args.target is not None:
+        try:
+            target = resolve_target(args.target, store, results)
+        except KeyError as exc:
+            print(f"kgen show: error: {str(exc).strip(chr(39))}", file=sys.stderr)
+            return 2
+    if args.json:
+        return print_json(store, results, target, args)
+    if target is None:
         show_latest(console, store, results, args.limit)
         return 0
-    try:
-        target = resolve_target(args.target, store, results)
-    except KeyError as exc:
-        print(f"kgen show: error: {str(exc).strip(chr(39))}", file=sys.stderr)
-        return 2
     if target.kind == "leaderboard":
         show_board(console, results, target.name)
     elif target.kind == "task":
@@ -102,13 +112,42 @@ def run(args) -> int:
     return 0
 
 
+def record(store, results: str, target: Target | None, *, attempt: int | None = None,
+           limit: int = LIST_LIMIT) -> dict | None:
+    """The JSON of what `kgen show` shows for a target; None for an attempt the run does not have.
+
+    - no target: {"runs": [Run...], "leaderboards": [name...]}
+    - a run: {"run": Run, "attempts": [Attempt...]}; with --attempt N: the Attempt
+    - a task: {"task": name, "runs": [Run...]}
+    - a leaderboard: the Leaderboard (rows, settings, summary), as leaderboard.json holds it
+    """
+    from agent.board.files import list_boards, load_board
+
+    if target is None:
+        return {"runs": [r.to_dict() for r in store.list_runs(limit=limit)], "leaderboards": list_boards(results)}
+    if target.kind == "leaderboard":
+        return load_board(results, target.name).to_dict()
+    if target.kind == "task":
+        return {"task": target.name, "runs": [r.to_dict() for r in store.list_runs(task=target.name)]}
+    if attempt is not None:
+        found = store.load_attempt(target.name, attempt)
+        return found.to_dict() if found is not None else None
+    return {"run": store.load_run(target.name).to_dict(),
+            "attempts": [a.to_dict() for a in store.load_attempts(target.name)]}
+
+
+def print_json(store, results: str, target: Target | None, args) -> int:
+    import json
+
+    data = record(store, results, target, attempt=args.attempt, limit=args.limit)
+    if data is None:
+        print(f"kgen show: error: run {target.name} has no attempt {args.attempt}", file=sys.stderr)
+        return 2
+    print(json.dumps(data, indent=2, default=str))
+    return 0
+
+
 # ---- formatting ---------------------------------------------------------------------------------
-
-
-def speedup_text(passed: bool, speedup: float | None) -> str:
-    if not passed:
-        return "-"
-    return f"{speedup:.2f}x" if speedup is not None else "not timed"
 
 
 def best_text(run) -> str:
@@ -118,15 +157,6 @@ def best_text(run) -> str:
         sol = f", {run.best_sol_pct:.0f}% SOL" if run.best_sol_pct is not None else ""
         return f"#{run.best_attempt}: {run.best_speedup:.2f}x ({run.best_ms:.4g} ms{sol})"
     return f"#{run.best_attempt}: correct, not timed"
-
-
-def stall_text(attempt) -> str:
-    stalls = (attempt.profile or {}).get("top_stalls") or []
-    if not stalls or not isinstance(stalls[0], dict):
-        return attempt.top_stall
-    first = stalls[0]
-    share = first.get("share")
-    return f"{first.get('reason', '')} {share:.0%}" if isinstance(share, (int, float)) else str(first.get("reason", ""))
 
 
 def _cut(text: str, limit: int) -> str:
@@ -168,7 +198,7 @@ def runs_table(runs, title: str):
 
 
 def show_latest(console, store, results: str, limit: int) -> None:
-    from agent.leaderboard import list_boards
+    from agent.board.files import list_boards
 
     runs = store.list_runs(limit=limit)
     if runs:
@@ -188,7 +218,8 @@ def show_task(console, store, task: str) -> None:
 
 
 def show_board(console, results: str, name: str) -> None:
-    from agent.leaderboard import board_dir, load_board, rich_board
+    from agent.board.files import board_dir, load_board
+    from agent.board.render import rich_board
 
     board = load_board(results, name)
     console.print(rich_board(board))
@@ -208,7 +239,7 @@ def attempts_table(run, attempts):
         mark = "*" if a.number == run.best_attempt else ""
         time_text = f"{a.median_ms:.4g} ms" if a.median_ms is not None else "-"
         table.add_row(f"{a.number}{mark}", str(a.round), _status(a.status), time_text,
-                      speedup_text(a.passed, a.speedup), stall_text(a) or "-", _cut(a.reason, REASON_CHARS))
+                      speedup_text(a.passed, a.speedup), a.top_stall_text or "-", _cut(a.reason, REASON_CHARS))
     return table
 
 

@@ -136,7 +136,6 @@ def export_board(board, store: Store, out_dir: str | Path, *, level: int | None 
     """Write `board` (a Leaderboard, its runs in `store`) under out_dir in KernelBench's formats.
 
     `level` gives the level of tasks whose folder does not name one. ValueError when no row can be written."""
-    from verifier.records import VerifyResult
 
     out = Path(out_dir)
     result = ExportResult()
@@ -160,7 +159,7 @@ def export_board(board, store: Store, out_dir: str | Path, *, level: int | None 
         name = Path(row.task_path).name
         samples = []
         for sample_id, attempt in _samples(run, attempts, board.mode):
-            verdict = VerifyResult.from_dict(attempt.verify) if attempt.verify else None
+            verdict = attempt.verify
             samples.append(_eval_sample(sample_id, attempt, verdict, run, method))
             if verdict is not None:
                 for key, timing in verdict.baselines.items():

@@ -10,7 +10,7 @@ level, when the task's folder names one: `level1/19_ReLU.py`). Every sample is
 verified; the row reports the best one (the fastest correct one where timed,
 else the first correct one), and the run keeps every sample as an attempt in
 sample order: `kgen show RUN` lists them and `kgen export kernelbench` writes each.
-A folder without sample files is matched as before (agent.leaderboard.match_kernels:
+A folder without sample files is matched as before (agent.board.files.match_kernels:
 a kernel named like its task). Sample files that no task takes are listed, so that
 a kernel left out of the board is seen.
 """
@@ -24,7 +24,7 @@ from pathlib import Path
 
 from agent.kernelbench.names import parse_sample_name, problem_number, task_level
 from agent.records import Attempt, Run
-from agent.store import Store, new_run_id, utc_now
+from agent.store import Store, utc_now
 
 
 @dataclass
@@ -37,7 +37,7 @@ class KernelMatch:
 
 def match_samples(task_paths: list[Path], kernels_dir: Path) -> KernelMatch:
     """Each task's kernels in a folder: its KernelBench samples where the folder has any, else as match_kernels."""
-    from agent.leaderboard import match_kernels
+    from agent.board.files import match_kernels
 
     found: dict[str, Path | tuple[Path, ...] | str] = dict(match_kernels(task_paths, kernels_dir))
     samples = sorted((s for s in map(parse_sample_name, kernels_dir.glob("*.py")) if s is not None),
@@ -81,10 +81,11 @@ def score_samples(task_path: str | Path, kernel_paths: list[str] | tuple[Path, .
     The run's best attempt is the fastest correct sample where timed (its speedup against the faster
     baseline), else the first correct one; config["kernel_paths"] lists the samples in attempt order and
     config["kernel_path"] is the best one (or the first, when none is correct). Raises TaskError for an
-    unusable task; a bad sample is a stored verdict.
+    unusable task; a bad sample is a stored verdict. The run's bookkeeping is optimize's (agent.lifecycle).
     """
-    from agent.graph import resolve_device
-    from verifier.records import VerifyConfig
+    from agent import analysis
+    from agent.board.job import _speed_of_light_ms
+    from agent.lifecycle import finish_run, record_best, start_run
     from verifier.task import load_task
     from verifier.verify import prestart_worker, verify
 
@@ -92,14 +93,11 @@ def score_samples(task_path: str | Path, kernel_paths: list[str] | tuple[Path, .
     if not paths:
         raise ValueError("score_samples needs at least one kernel file")
     task = load_task(task_path)
-    device, gpu = resolve_device(config.device)
-    run = Run(run_id=new_run_id(task.name), task=task.name, task_path=str(task.path.resolve()),
-              config={**config.to_dict(), "kernel_path": str(paths[0]), "kernel_paths": [str(p) for p in paths]},
-              proposer="none", backend=config.backend, device=device, gpu=gpu, started_at=utc_now())
-    store.create_run(run)
+    device, gpu = analysis.device_and_gpu(config.device)
+    run = start_run(store, task, config, proposer="none", device=device, gpu=gpu,
+                    extra={"kernel_path": str(paths[0]), "kernel_paths": [str(p) for p in paths]})
     started = time.monotonic()
-    verify_config = VerifyConfig(device=device, timeout_s=config.verify_timeout_s, cache_dir=store.root / "baselines",
-                                 timing=config.timing)
+    verify_config = config.verify_config(device, store.root)
     sol_ms: float | None = None
     attempts: list[Attempt] = []
     sources: list[str] = []
@@ -110,7 +108,7 @@ def score_samples(task_path: str | Path, kernel_paths: list[str] | tuple[Path, .
             begun = utc_now()
             result = verify(task, source, verify_config, worker=worker)
         if result.passed and result.timing and sol_ms is None:
-            sol_ms = _speed_of_light_ms(task, device, gpu)
+            sol_ms = _speed_of_light_ms(task, device, gpu, analysis.analyze_task)
         attempt = Attempt.from_result(run.run_id, number, 1, result, sol_ms=sol_ms if result.timing else None,
                                       note=f"scored from {path}", started_at=begun, finished_at=utc_now())
         store.save_attempt(run, attempt, source=source)
@@ -121,18 +119,13 @@ def score_samples(task_path: str | Path, kernel_paths: list[str] | tuple[Path, .
     run.attempts, run.rounds = len(attempts), 1
     correct = sum(a.passed for a in attempts)
     if best is not None:
-        run.best_attempt, run.best_speedup, run.best_ms, run.best_sol_pct = \
-            best.number, best.speedup, best.median_ms, best.sol_pct
         run.config["kernel_path"] = str(paths[best.number - 1])
-        store.save_best(run, sources[best.number - 1])
-    run.status = "succeeded" if best is not None else "failed"
+        record_best(store, run, best, sources[best.number - 1])
     lead = best or attempts[0]
-    run.stop_reason = (f"{correct} of {len(attempts)} sample(s) correct; "
-                       f"{'best' if best else 'first'} {paths[lead.number - 1].name}: {lead.status}: {lead.reason}")
-    run.finished_at = utc_now()
-    run.wall_s = time.monotonic() - started
-    store.save_run(run)
-    return run
+    reason = (f"{correct} of {len(attempts)} sample(s) correct; "
+              f"{'best' if best else 'first'} {paths[lead.number - 1].name}: {lead.status}: {lead.reason}")
+    return finish_run(store, run, "succeeded" if best is not None else "failed", reason,
+                      wall_s=time.monotonic() - started)
 
 
 def best_attempt(attempts: list[Attempt]) -> Attempt | None:
@@ -143,14 +136,3 @@ def best_attempt(attempts: list[Attempt]) -> Attempt | None:
     if timed:
         return max(timed, key=lambda a: a.speedup)
     return correct[0] if correct else None
-
-
-def _speed_of_light_ms(task, device: str, gpu: str) -> float | None:
-    """The task's speed-of-light time, as a scored kernel's % of SOL takes it; None (with a line) where unknown."""
-    from agent.graph import analyze_task
-
-    try:
-        return analyze_task(task, device, gpu).get("sol_ms")
-    except Exception as exc:   # noqa: BLE001 - the verdicts stand; % of SOL is left out
-        print(f"kgen: {task.name}: no speed-of-light time: {type(exc).__name__}: {exc}", file=sys.stderr)
-        return None

@@ -13,6 +13,11 @@ from __future__ import annotations
 
 import abc
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from agent.analysis import Analysis
+    from profiler.records import Diagnosis
 
 
 class ProposerError(RuntimeError):
@@ -40,7 +45,7 @@ class ProposeContext:
     task_name: str
     task_source: str
     backend: str                         # "triton" or "cuda"
-    analysis: dict                       # shapes, dtypes, flops, bytes, floor_ms, baselines, gpu: from analyze
+    analysis: "Analysis"                 # shapes, dtypes, work, roofline, baselines, GPU: from analyze
     round: int                           # 1-based
     n: int                               # proposals wanted this round
     best_source: str | None = None       # the best passing kernel so far
@@ -49,7 +54,7 @@ class ProposeContext:
     best_note: str = ""                  # how the best kernel was configured (heuristic proposer)
     history: list[AttemptSummary] = field(default_factory=list)   # all earlier attempts, oldest first
     diagnosis_text: str | None = None    # the profiler's compact diagnosis of the best kernel
-    diagnosis: dict | None = None        # the same diagnosis as JSON (Diagnosis.to_dict())
+    diagnosis: "Diagnosis | None" = None     # the same diagnosis, as the profiler's record
 
 
 @dataclass

@@ -12,7 +12,10 @@ from __future__ import annotations
 import html
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from profiler.records import Diagnosis
 
 WIDTH = 760             # px
 HEIGHT = 280            # px
@@ -173,16 +176,14 @@ def _message_svg(text: str, css: str) -> str:
             f'<text x="10" y="26" class="chart-note">{_e(text)}</text></svg>')
 
 
-def stall_chart(profile: dict[str, Any]) -> str:
+def stall_chart(profile: "Diagnosis") -> str:
     """Horizontal bars: each top stall reason's share of warp cycles, then memory and SM speed-of-light."""
-    stalls = [s for s in profile.get("top_stalls") or [] if isinstance(s, dict)]
+    stalls = profile.top_stalls
     bars: list[tuple[str, float, str, str]] = []    # label, fraction 0..1, text, css class
     for s in stalls:
-        share = float(s.get("share") or 0.0)
-        bars.append((str(s.get("reason", "?")), share, f"{share:.0%}", "bar-stall"))
-    for key, label in (("mem_sol_pct", f"memory SOL ({profile.get('mem_unit') or 'memory'})"),
-                       ("sm_sol_pct", "SM SOL")):
-        value = profile.get(key)
+        bars.append((s.reason, s.share, f"{s.share:.0%}", "bar-stall"))
+    for value, label in ((profile.mem_sol_pct, f"memory SOL ({profile.mem_unit or 'memory'})"),
+                         (profile.sm_sol_pct, "SM SOL")):
         if value is not None:
             bars.append((label, float(value) / 100.0, f"{float(value):.0f}%", "bar-sol"))
     if not bars:

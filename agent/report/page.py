@@ -119,22 +119,21 @@ def _stall_section(run: Run, best: Attempt | None) -> str:
     if best is None:
         return '<p class="muted">No correct kernel: nothing to profile.</p>'
     profile = best.profile
-    if not profile:
+    if profile is None:
         if run.device != "cuda":
             return ('<p class="muted">Not profiled: Nsight Compute needs a GPU, and this run had none.</p>')
         return '<p class="muted">The best kernel was not profiled.</p>'
     parts = []
-    bound = profile.get("bound") or "unknown"
-    kernel = profile.get("kernel") or ""
+    bound = profile.bound or "unknown"
     parts.append(f"<p>Bound: <strong>{_e(bound)}</strong>"
-                 + (f" &middot; kernel <code>{_e(kernel)}</code>" if kernel else "")
-                 + (f" &middot; source {_e(profile.get('source'))}" if profile.get("source") else "") + "</p>")
+                 + (f" &middot; kernel <code>{_e(profile.kernel)}</code>" if profile.kernel else "")
+                 + (f" &middot; source {_e(profile.source)}" if profile.source else "") + "</p>")
     parts.append(stall_chart(profile))
-    fixes = [s for s in profile.get("top_stalls") or [] if isinstance(s, dict) and s.get("fix")]
-    findings = [f for f in profile.get("findings") or [] if f]
+    fixes = [s for s in profile.top_stalls if s.fix]
+    findings = [f for f in profile.findings if f]
     if fixes or findings:
         parts.append('<ul class="fixes">')
-        parts += [f"<li><strong>{_e(s.get('reason'))}</strong>: {_e(s.get('fix'))}</li>" for s in fixes]
+        parts += [f"<li><strong>{_e(s.reason)}</strong>: {_e(s.fix)}</li>" for s in fixes]
         parts += [f"<li>{_e(f)}</li>" for f in findings]
         parts.append("</ul>")
     return "".join(parts)
@@ -161,7 +160,7 @@ def _attempt_block(store: Store, run: Run, a: Attempt, previous: tuple[int, str]
         body.append(f"<p class=\"muted\">proposer's note: {_e(a.note)}</p>")
     if a.feedback and not a.passed:
         body.append(f'<h4>feedback</h4><pre class="feedback">{_e(a.feedback)}</pre>')
-    for flag in (a.verify or {}).get("flags") or []:
+    for flag in (a.verify.flags if a.verify is not None else []):
         body.append(f'<div class="note">{_e(flag)}</div>')
     if a.speedups:
         body.append("<p>" + " &middot; ".join(f"{_e(k)} {_x(v)}" for k, v in a.speedups.items()) + "</p>")
@@ -240,7 +239,7 @@ def run_page(store: Store, run_id: str) -> str:
 
 def board_page(store: Store, board) -> str:
     """The board's summary and task table, each task linked to its run's section further down."""
-    from agent.leaderboard import summary_cells, summary_headers
+    from agent.board.render import summary_cells, summary_headers
 
     s = board.summary()
     where = board.gpu or ("CPU: nothing timed" if board.device == "cpu" else board.device)

@@ -10,7 +10,7 @@ import math
 import pytest
 
 from agent.fastp import Outcome, fast_p, fast_table, geomean, geomean_speedup
-from agent.leaderboard import Row, summarize
+from agent.board.records import Row, summarize
 
 # ten tasks: 7 correct (speedups 0.5, 1.0, 1.2, 1.5, 1.5, 2.0, 3.0), 3 incorrect (one of them "fast")
 TEN = [Outcome(True, 0.5), Outcome(True, 1.0), Outcome(True, 1.2), Outcome(True, 1.5), Outcome(True, 1.5),

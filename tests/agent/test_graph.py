@@ -160,7 +160,7 @@ def test_diagnosis_of_the_best_reaches_the_next_prompt(tmp_path, task_path, api_
     store = Store(config.results_dir)
     assert [a.status for a in store.load_attempts(run.run_id)] == ["ok", "ok"]
     assert profiled == [GOOD]                                       # only a new best is profiled
-    assert store.load_attempt(run.run_id, 1).profile["bound"] == "memory"
+    assert store.load_attempt(run.run_id, 1).profile.bound == "memory"
     assert "long_scoreboard" in user_prompt(server.requests[1])
     # untimed, the second correct kernel is no better than the first
     assert run.best_attempt == 1 and run.status == "succeeded"
@@ -355,7 +355,7 @@ def test_the_loop_verifies_on_prestarted_workers_and_leaves_none(tmp_path, task_
     run = optimize(task_path, config, proposer=make_proposer(server))
     attempts = Store(config.results_dir).load_attempts(run.run_id)
     assert [a.status for a in attempts] == ["mismatch", "ok"] and run.status == "succeeded"
-    assert all(PRESTART_PHASE in a.verify["phases"] for a in attempts)
+    assert all(PRESTART_PHASE in a.verify.phases for a in attempts)
     assert len(pools) == 1 and worker_processes() == []
 
 
@@ -375,7 +375,7 @@ def test_no_worker_starts_before_the_analysis_is_done(tmp_path, task_path, api_k
     run = optimize(task_path, make_config(tmp_path), proposer=make_proposer(server))
     assert during == [[]] and run.status == "succeeded"
     [attempt] = Store(make_config(tmp_path).results_dir).load_attempts(run.run_id)
-    assert PRESTART_PHASE in attempt.verify["phases"]      # started after the analysis, ahead of its job
+    assert PRESTART_PHASE in attempt.verify.phases      # started after the analysis, ahead of its job
 
 
 class InterruptedProposer(Proposer):

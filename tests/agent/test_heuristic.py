@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from agent.analysis import Analysis
+from profiler.records import Diagnosis
 from agent.proposers.base import AttemptSummary, ProposeContext
 from agent.proposers.heuristic import HeuristicProposer
 from agent.proposers.heuristic import configs
@@ -43,7 +45,7 @@ def recognised(path: Path):
 
 def ctx(n: int = 1, gpu: bool = False, history=(), best_note: str = "", diagnosis=None, round_: int = 1):
     return ProposeContext(task_name="t", task_source="", backend="triton",
-                          analysis={"gpu": "NVIDIA H200"} if gpu else {}, round=round_, n=n,
+                          analysis=Analysis(gpu="NVIDIA H200" if gpu else ""), round=round_, n=n,
                           best_note=best_note, history=list(history), diagnosis=diagnosis)
 
 
@@ -334,13 +336,13 @@ MATMUL = Problem("matmul", "bfloat16", m=4096, n=4096, k=4096)
 BASE = MatmulConfig(BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, GROUP_M=8, num_warps=8, num_stages=3)
 
 
-def diagnosis(**fields) -> dict:
-    """A diagnosis as the profiler hands it over: Diagnosis.to_dict()."""
+def diagnosis(**fields):
+    """A diagnosis as the profiler hands it over."""
     from profiler.records import Diagnosis, Occupancy, Stall
 
     stalls = [Stall(reason, 0.0, share, "") for reason, share in fields.pop("stalls", [])]
     occupancy = Occupancy(**fields.pop("occupancy")) if "occupancy" in fields else None
-    return Diagnosis(source="ncu", top_stalls=stalls, occupancy=occupancy, **fields).to_dict()
+    return Diagnosis(source="ncu", top_stalls=stalls, occupancy=occupancy, **fields)
 
 
 def test_long_scoreboard_on_top_means_more_stages_next():
@@ -376,7 +378,7 @@ def test_barrier_stalls_and_register_limited_tiles_lead_to_the_indexed_pass():
     # 74% of memory SOL, long_scoreboard 53%, barrier 13%, occupancy 49% limited by registers
     import json
 
-    diag = json.loads((Path(__file__).parent / "fixtures" / "h200_pointwise_chain_tiled_diagnosis.json").read_text())
+    diag = Diagnosis.from_dict(json.loads((Path(__file__).parent / "fixtures" / "h200_pointwise_chain_tiled_diagnosis.json").read_text()))
     problem = Problem("pointwise", "float32", numel=32768 * 3000, flat=False)
     first = PointwiseConfig(BLOCK=4096, TILE_C=128, num_warps=8)
     [choice] = configs.next_round(problem, first, diag, on_gpu=True, n=1,
@@ -477,10 +479,10 @@ def test_notes_read_back_into_the_configuration_they_name():
     assert "INDEXED" not in configs.Choice("pointwise", PointwiseConfig(), "why").note
 
 
-def _fixture_diagnosis(name: str) -> dict:
+def _fixture_diagnosis(name: str):
     import json
 
-    return json.loads((Path(__file__).parent / "fixtures" / name).read_text())
+    return Diagnosis.from_dict(json.loads((Path(__file__).parent / "fixtures" / name).read_text()))
 
 
 def test_busy_tensor_cores_with_waiting_warps_lead_to_a_wider_tile():

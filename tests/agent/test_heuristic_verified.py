@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from agent.analysis import Analysis
 from agent.proposers.base import ProposeContext
 from agent.proposers.heuristic import HeuristicProposer
 from verifier.records import VerifyConfig
@@ -24,7 +25,7 @@ COVERED = ["gelu", "pointwise_chain", "swiglu", "transpose", "softmax", "log_sof
 def test_first_heuristic_kernel_passes_verification(name):
     task = load_task(TASKS / f"{name}.py")
     proposals = HeuristicProposer(task).propose(
-        ProposeContext(task_name=name, task_source=task.source, backend="triton", analysis={}, round=1, n=1))
+        ProposeContext(task_name=name, task_source=task.source, backend="triton", analysis=Analysis(), round=1, n=1))
     assert proposals and proposals[0].source, proposals
     result = verify(task, proposals[0].source, VerifyConfig(device="cpu", timeout_s=150))
     assert result.status == "ok", (result.status, result.reason, result.feedback[-800:])
@@ -57,7 +58,7 @@ def test_gpu_configurations_pass_verification_on_the_benchmark_inputs(name, note
     proposer = HeuristicProposer(task)
     if note is None:
         [proposal] = proposer.propose(ProposeContext(task_name=name, task_source=task.source, backend="triton",
-                                                     analysis={"gpu": {"name": "cuda"}}, round=1, n=1))
+                                                     analysis=Analysis(gpu="cuda"), round=1, n=1))
         source = proposal.source
     else:
         family, cfg = configs.parse_note(note)

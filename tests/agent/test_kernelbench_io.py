@@ -22,7 +22,9 @@ from agent.cli import main
 from agent.kernelbench.export import (EVAL_RESULTS, baseline_file_name, read_baselines, read_eval_results, sig3)
 from agent.kernelbench.names import parse_problems, parse_sample_name, select_problems, sort_problems, suite_tasks
 from agent.kernelbench.samples import match_samples
-from agent.leaderboard import Leaderboard, Row, load_board, row_from_run, save_board, to_markdown
+from agent.board.files import load_board, save_board
+from agent.board.records import Leaderboard, Row, row_from_run
+from agent.board.render import to_markdown
 from agent.records import Attempt, Run
 from agent.store import Store
 from verifier.records import Timing, VerifyResult

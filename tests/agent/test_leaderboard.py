@@ -23,8 +23,9 @@ import pytest
 
 from agent.cli import build_parser, main
 from agent.commands.optimize import FIELDS
-from agent.leaderboard import (BOARD_JSON, LeaderboardError, Row, load_board, match_kernels, open_board,
-                               plan_workers, row_from_run)
+from agent.board.files import BOARD_JSON, load_board, match_kernels, open_board
+from agent.board.local import plan_workers
+from agent.board.records import LeaderboardError, Row, row_from_run
 from agent.records import Run
 from agent.store import Store
 
@@ -153,6 +154,14 @@ def test_rerunning_a_finished_board_runs_nothing(board_copy):
     assert sessions_per_task(board_copy) == before_sessions     # no task process started
 
 
+def test_json_prints_the_board_as_leaderboard_json_holds_it(board_copy):
+    code, out, _ = kgen(*board_argv(board_copy, "--json"))
+    assert code == 0
+    data = json.loads(out)                           # stdout holds the one JSON document and nothing else
+    assert data == json.loads((board_copy / "leaderboards" / "small" / BOARD_JSON).read_text())
+    assert [r["task"] for r in data["rows"]] == TASKS and data["summary"]["correct"] == 4
+
+
 def test_resume_runs_only_the_unfinished_task(board_copy):
     old_gelu = rows_of(board_copy)["gelu"]
     edit_rows(board_copy, gelu={"status": "pending", "correct": False})
@@ -202,7 +211,7 @@ def test_reusing_a_name_with_other_settings_is_refused(board_copy):
 
 
 def test_a_board_stored_before_timing_was_a_setting_resumes_as_events_only():
-    from agent.leaderboard import config_changes
+    from agent.board.files import config_changes
 
     old = {"backend": "triton", "max_iters": 2}          # stored before --timing existed: timed with events
     assert config_changes(old, {"backend": "triton", "max_iters": 2, "timing": "events"}) == []
@@ -340,10 +349,11 @@ def test_a_suite_naming_one_task_twice_is_refused(tmp_path):
 
 def test_a_scored_kernel_gets_its_percent_of_speed_of_light(tmp_path, monkeypatch):
     # a verify-only row has no optimize loop behind it: its % of SOL comes from the same analysis
-    import agent.graph
+    import agent.analysis
     import verifier.verify
+    from agent.analysis import Analysis
     from agent.config import OptimizeConfig
-    from agent.leaderboard import score_kernel
+    from agent.board.job import score_kernel
     from verifier.records import Timing, VerifyResult
 
     timed = VerifyResult(status="ok", reason="correct on every trial", task="softmax", ran=True,
@@ -351,8 +361,8 @@ def test_a_scored_kernel_gets_its_percent_of_speed_of_light(tmp_path, monkeypatc
                          baselines={"eager": Timing(1.0, 0.99, 1.0, 0.99, 1.02, 100, method="graph")})
     timed.speedups = {"eager": 2.0}
     monkeypatch.setattr(verifier.verify, "verify", lambda task, source, config, worker=None: timed)
-    monkeypatch.setattr(agent.graph, "resolve_device", lambda requested: ("cuda", "NVIDIA H200"))
-    monkeypatch.setattr(agent.graph, "analyze_task", lambda task, device, gpu: {"sol_ms": 0.25})
+    monkeypatch.setattr(agent.analysis, "device_and_gpu", lambda requested: ("cuda", "NVIDIA H200"))
+    monkeypatch.setattr(agent.analysis, "analyze_task", lambda task, device, gpu: Analysis(sol_ms=0.25))
     store = Store(tmp_path / "results")
     run = score_kernel(ROOT / "tasks" / "softmax.py", GOOD / "softmax.py", OptimizeConfig(), store)
     assert run.best_sol_pct == pytest.approx(50.0)

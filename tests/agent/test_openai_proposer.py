@@ -6,8 +6,9 @@ import time
 
 import pytest
 
-from agent.pricing import Price, Prices
-from agent.prompting import render_messages
+from agent.proposers.openai.pricing import Price, Prices
+from agent.proposers.openai.prompting import render_messages
+from agent.analysis import Analysis
 from agent.proposers.base import AttemptSummary, ProposeContext, ProposerError
 from agent.proposers.openai import OpenAIConfig, OpenAIProposer
 
@@ -18,7 +19,7 @@ PRICES = Prices({"scripted-model": Price(input_per_mtok=2.0, output_per_mtok=8.0
 
 
 def context(n: int = 1, **overrides) -> ProposeContext:
-    fields = dict(task_name="relu", task_source=TASK_SOURCE, backend="triton", analysis={}, round=1, n=n)
+    fields = dict(task_name="relu", task_source=TASK_SOURCE, backend="triton", analysis=Analysis(), round=1, n=n)
     fields.update(overrides)
     return ProposeContext(**fields)
 

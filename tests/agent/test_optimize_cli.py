@@ -128,6 +128,22 @@ def test_found_kernel_exits_0_and_says_where_it_is(task_path, results, endpoint,
     assert len(server.requests) == 2
 
 
+def test_json_prints_the_stored_run_and_its_best_attempt_only(task_path, results, endpoint, capsys):
+    import json
+
+    from agent.records import Attempt, Run
+
+    endpoint([reply(MISMATCH), reply(GOOD)])
+    assert main(["optimize", str(task_path), "--model", "test-model", "--device", "cpu", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)       # stdout holds the one JSON document and nothing else
+    assert set(data) == {"run", "best", "best_path"}
+    [stored] = Store(results).list_runs()
+    assert Run.from_dict(data["run"]).run_id == stored.run_id and data["run"]["status"] == "succeeded"
+    best = Attempt.from_dict(data["best"])
+    assert best.number == 2 and best.passed and best.verify.trials > 0
+    assert data["best_path"] == str(results / "affine" / stored.run_id / "best.py")
+
+
 def test_failing_endpoint_exits_1_and_stores_the_run_as_failed(task_path, results, endpoint, capsys):
     # five 503s: the first request and the proposer's four retries, each told to retry at once
     endpoint([{"status": 503, "retry_after": "0"}] * 5)
@@ -169,7 +185,7 @@ def test_heuristic_proposer_finds_a_matmul_kernel_offline(results, monkeypatch, 
     [run] = Store(results).list_runs()
     assert run.proposer == "heuristic" and run.status == "succeeded"
     best = Store(results).load_attempt(run.run_id, run.best_attempt)
-    assert best.status == "ok" and best.verify["trials"] > 0
+    assert best.status == "ok" and best.verify.trials > 0
     assert (Store(results).run_dir(run.run_id) / "best.py").read_text().count("@triton.jit") >= 1
 
 

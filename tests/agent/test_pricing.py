@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from agent.pricing import Price, Prices, PriceTableError, load_prices
+from agent.proposers.openai.pricing import Price, Prices, PriceTableError, load_prices
 
 
 def test_cost_is_per_million_tokens():

@@ -4,9 +4,10 @@ import importlib.util
 
 import pytest
 
-from agent.prompting import BACKENDS, render_messages, render_system
+from agent.analysis import Analysis
 from agent.proposers.base import AttemptSummary, ProposeContext
-from agent.replies import parse_reply
+from agent.proposers.openai.prompting import BACKENDS, render_messages, render_system
+from agent.proposers.openai.replies import parse_reply
 
 TASK_SOURCE = '''import torch
 import torch.nn as nn
@@ -21,7 +22,7 @@ def get_inputs():
     return [torch.randn(4096, 8191)]
 '''
 
-# The keys agent/graph.py's analyze_task writes.
+# An Analysis as the LangGraph state holds it (Analysis.to_dict()).
 ANALYSIS = {
     "gpu": "NVIDIA H200",
     "shapes": [[4096, 8191]],
@@ -38,6 +39,7 @@ ANALYSIS = {
 def context(**overrides) -> ProposeContext:
     fields = dict(task_name="softmax", task_source=TASK_SOURCE, backend="triton", analysis=ANALYSIS, round=3, n=1)
     fields.update(overrides)
+    fields["analysis"] = Analysis.from_dict(fields["analysis"])
     return ProposeContext(**fields)
 
 
@@ -72,17 +74,20 @@ def test_round_prompt_shows_the_analysis_numbers_with_units():
 
 
 def test_analysis_without_gpu_or_timings_says_so():
-    text = user_text(context(analysis={"shapes": [[127, 781], None], "dtypes": ["float32", "int 3"], "floor_ms": None}))
+    text = user_text(context(analysis={"shapes": [[127, 781], None], "dtypes": ["float32", "int 3"]}))
     assert "GPU: none here" in text
     assert "baseline times: not measured" in text
     assert "inputs: [127, 781] float32; int 3" in text
-    assert "roofline floor (a time below it is rejected as impossible): unknown" in text
+    assert "roofline floor" not in text         # nothing said about a floor that is not known
 
 
-def test_analysis_keys_it_does_not_know_are_shown_under_their_own_names():
-    text = user_text(context(analysis={**ANALYSIS, "l2_hit_rate_pct": 41.5, "layout": "row-major"}))
-    assert "l2 hit rate: 41.5%" in text
-    assert "layout: row-major" in text
+def test_an_analysis_key_misspelt_in_the_state_fails_loudly():
+    with pytest.raises(TypeError, match="sol_msec"):
+        Analysis.from_dict({**ANALYSIS, "sol_msec": 0.06})
+
+
+def test_the_analysis_round_trips_through_its_json_form():
+    assert Analysis.from_dict(ANALYSIS).to_dict() == ANALYSIS
 
 
 def test_feedback_of_the_last_failed_attempt_is_shown():

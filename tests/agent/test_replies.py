@@ -1,6 +1,6 @@
 """parse_reply: which block of an LLM's reply becomes the candidate, and what the model hears when none does."""
 
-from agent.replies import parse_reply
+from agent.proposers.openai.replies import parse_reply
 
 CANDIDATE = "import torch\n\n\nclass ModelNew(torch.nn.Module):\n    pass\n"
 

@@ -21,7 +21,7 @@ import pytest
 from agent.cli import main
 from agent.config import OptimizeConfig
 from agent.graph import optimize
-from agent.leaderboard import load_board
+from agent.board.files import load_board
 from agent.proposers.openai import OpenAIConfig, OpenAIProposer
 from agent.report.page import attempt_anchor, board_page, run_anchor, run_page
 from agent.store import Store

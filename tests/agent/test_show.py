@@ -13,9 +13,12 @@ from pathlib import Path
 import pytest
 
 from agent.cli import main
-from agent.leaderboard import Leaderboard, row_from_run, save_board
+from agent.board.files import save_board
+from agent.board.records import Leaderboard, row_from_run
 from agent.records import Attempt, Run
 from agent.store import Store
+from profiler.records import Diagnosis
+from verifier.records import VerifyResult
 
 ROOT = Path(__file__).resolve().parents[2]
 KERNEL = (ROOT / "tests" / "verifier" / "candidates" / "good" / "softmax.py").read_text()
@@ -26,19 +29,19 @@ def timing(ms: float) -> dict:
     return {"median_ms": ms, "min_ms": ms, "mean_ms": ms, "p10_ms": ms, "p90_ms": ms, "reps": 100}
 
 
-def verdict(status: str, ms: float | None = None) -> dict:
+def verdict(status: str, ms: float | None = None) -> VerifyResult:
     data = {"status": status, "reason": "", "floor_ms": 0.2}
     if ms is not None:
         baselines = {"eager": timing(0.6), "compile": timing(0.5), "compile-max-autotune": timing(0.48)}
         data.update(timing=timing(ms), baselines=baselines,
                     speedups={k: v["median_ms"] / ms for k, v in baselines.items()})
-    return data
+    return VerifyResult.from_dict(data)
 
 
-PROFILE = {"bound": "memory", "source": "ncu", "kernel": "softmax_row_kernel", "mem_sol_pct": 61.0, "sm_sol_pct": 20.0,
+PROFILE = Diagnosis.from_dict({"bound": "memory", "source": "ncu", "kernel": "softmax_row_kernel", "mem_sol_pct": 61.0, "sm_sol_pct": 20.0,
            "mem_unit": "DRAM",
            "top_stalls": [{"reason": "long_scoreboard", "ratio": 3.0, "share": 0.52, "fix": "more loads in flight"},
-                          {"reason": "barrier", "ratio": 1.0, "share": 0.2, "fix": "fewer barriers"}]}
+                          {"reason": "barrier", "ratio": 1.0, "share": 0.2, "fix": "fewer barriers"}]})
 
 
 def make_results(root: Path) -> dict[str, str]:
@@ -54,7 +57,7 @@ def make_results(root: Path) -> dict[str, str]:
         verify = verdict(status, ms)
         attempt = Attempt(run_id=gpu.run_id, number=number, round=number, status=status, reason=reason,
                           feedback="SyntaxError: invalid syntax" if status != "ok" else "", verify=verify,
-                          median_ms=ms, speedup=min(verify["speedups"].values()) if ms else None,
+                          median_ms=ms, speedup=min(verify.speedups.values()) if ms else None,
                           prompt_tokens=100, completion_tokens=50)
         source = KERNEL.replace("LOOP_BLOCK = 4096", f"LOOP_BLOCK = {1024 * number}")
         store.save_attempt(gpu, attempt, source=source + (f"\n{BEST_MARK}\n" if number == 3 else ""))
@@ -167,3 +170,52 @@ def test_an_unknown_name_is_exit_code_2(results, capsys):
 def test_an_empty_results_folder_says_how_to_start(tmp_path, capsys):
     code, out, _ = show(capsys, tmp_path / "empty")
     assert code == 0 and "kgen optimize TASK" in out
+
+
+# ---- --json: the record shown, and nothing else, on stdout ------------------------------------------
+
+
+def show_json(capsys, root: Path, *argv: str):
+    import json
+
+    code, out, _ = show(capsys, root, *argv, "--json")
+    assert code == 0
+    return json.loads(out)          # fails when anything but the one JSON document reaches stdout
+
+
+def test_json_of_a_run_is_the_run_and_its_attempts(results, capsys):
+    root, ids = results
+    data = show_json(capsys, root, ids["gpu"])
+    assert set(data) == {"run", "attempts"}
+    assert Run.from_dict(data["run"]).run_id == ids["gpu"]
+    attempts = [Attempt.from_dict(a) for a in data["attempts"]]
+    assert [a.number for a in attempts] == [1, 2, 3]
+    assert attempts[2].verify.speedups["eager"] == pytest.approx(0.6 / 0.384)
+    assert attempts[2].profile.top_stalls[0].reason == "long_scoreboard"
+
+
+def test_json_of_an_attempt_is_that_attempt(results, capsys):
+    root, ids = results
+    attempt = Attempt.from_dict(show_json(capsys, root, ids["gpu"], "--attempt", "1"))
+    assert (attempt.number, attempt.status) == (1, "compile_error")
+
+
+def test_json_of_a_task_lists_its_runs(results, capsys):
+    root, ids = results
+    data = show_json(capsys, root, "softmax")
+    assert data["task"] == "softmax" and [r["run_id"] for r in data["runs"]] == [ids["gpu"]]
+
+
+def test_json_of_a_leaderboard_is_its_stored_board(results, capsys):
+    root, _ = results
+    data = show_json(capsys, root, "nightly")
+    board = Leaderboard.from_dict(data)
+    assert board.name == "nightly" and [r.task for r in board.rows] == ["softmax"]
+    assert data["summary"]["correct"] == 1 and set(data["summary"]["fast"]) == {"eager", "compile"}
+
+
+def test_json_without_a_target_lists_the_latest_runs_and_the_boards(results, capsys):
+    root, ids = results
+    data = show_json(capsys, root)
+    assert [r["run_id"] for r in data["runs"]] == [ids["cpu"], ids["gpu"]]
+    assert data["leaderboards"] == ["nightly"]

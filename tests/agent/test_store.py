@@ -14,6 +14,8 @@ import pytest
 from agent.config import OptimizeConfig
 from agent.records import Attempt, Run
 from agent.store import REDACTED, Store, new_run_id, redact, scrub_config, scrub_url
+from profiler.records import Diagnosis
+from verifier.records import VerifyResult
 
 SECRET = "sk-store-test-0123456789abcdef"
 
@@ -24,8 +26,8 @@ VERIFY_OK = {
                             "reps": 100}},
     "speedups": {"eager": 2.0, "compile": 1.25, "compile-max-autotune": 1.1}, "floor_ms": 0.25,
 }
-PROFILE = {"bound": "memory", "source": "ncu",
-           "top_stalls": [{"reason": "long_scoreboard", "ratio": 3.0, "share": 0.6, "fix": "prefetch"}]}
+PROFILE = Diagnosis.from_dict({"bound": "memory", "source": "ncu", "top_stalls": [
+    {"reason": "long_scoreboard", "ratio": 3.0, "share": 0.6, "fix": "prefetch"}]})
 
 
 def make_run(store: Store, **changes) -> Run:
@@ -40,7 +42,7 @@ def make_run(store: Store, **changes) -> Run:
 
 def make_attempt(run: Run, number: int, **changes) -> Attempt:
     attempt = Attempt(run_id=run.run_id, number=number, round=1, status="ok", reason="correct on every trial",
-                      verify=VERIFY_OK, median_ms=0.5, speedup=1.1, sol_pct=62.5, note="BLOCK=1024", prompt_tokens=1200,
+                      verify=VerifyResult.from_dict(VERIFY_OK), median_ms=0.5, speedup=1.1, sol_pct=62.5, note="BLOCK=1024", prompt_tokens=1200,
                       completion_tokens=800, cost_usd=0.01, started_at="s", finished_at="f")
     for key, value in changes.items():
         setattr(attempt, key, value)
@@ -125,6 +127,38 @@ def test_index_is_rebuilt_from_the_files(tmp_path):
     assert len(store.attempt_rows(run.run_id)) == 1
 
 
+def test_an_older_index_is_rebuilt_when_run_gains_a_field(tmp_path, monkeypatch):
+    import dataclasses
+
+    import agent.store
+
+    store = Store(tmp_path)
+    run = make_run(store)
+    store.save_attempt(run, make_attempt(run, 1), source="x = 1\n")
+    old_version = agent.store.schema_version()
+
+    @dataclasses.dataclass
+    class GrownRun(Run):
+        seed: int = 7               # a field this kgen's index has no column for
+
+    monkeypatch.setattr(agent.store, "Run", GrownRun)
+    assert agent.store.schema_version() != old_version
+    reopened = Store(tmp_path)
+    [listed] = reopened.list_runs()                     # no "no column named seed" from the insert
+    assert listed.run_id == run.run_id and listed.seed == 7
+    assert len(reopened.attempt_rows(run.run_id)) == 1  # the attempts were indexed again too
+    with sqlite3.connect(store.index_path) as conn:
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == agent.store.schema_version()
+        assert "seed" in {row[1] for row in conn.execute("PRAGMA table_info(runs)")}
+
+
+def test_the_index_is_written_ahead_so_readers_do_not_block_the_loop(tmp_path):
+    store = Store(tmp_path)
+    make_run(store)
+    with sqlite3.connect(store.index_path) as conn:
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
 def test_a_run_is_found_without_its_index_row(tmp_path):
     store = Store(tmp_path)
     run = make_run(store)
@@ -176,7 +210,7 @@ def test_no_secret_reaches_any_stored_file(tmp_path, monkeypatch):
                    stop_reason=f"endpoint said: bad key {SECRET}")
     store.save_run(run)
     echoed = make_attempt(run, 1, reason=f"echo {SECRET}", note=SECRET,
-                          verify={**VERIFY_OK, "stdout": f"OPENAI_API_KEY={SECRET}"})
+                          verify=VerifyResult.from_dict({**VERIFY_OK, "stdout": f"OPENAI_API_KEY={SECRET}"}))
     store.save_attempt(run, echoed, source=f"# {SECRET}\n", prompt=f"key {SECRET}", response=SECRET)
     store.save_best(run, f"# {SECRET}\n")
 
@@ -198,7 +232,7 @@ def test_attempt_from_a_timed_verdict_carries_time_speedup_and_sol():
     assert attempt.median_ms == 0.5
     assert attempt.speedup == 1.1                 # against the faster baseline: compile-max-autotune
     assert attempt.sol_pct == pytest.approx(80.0)
-    assert attempt.verify["speedups"]["eager"] == 2.0
+    assert attempt.verify.speedups["eager"] == 2.0
 
 
 def test_attempt_from_an_untimed_verdict_has_no_time():

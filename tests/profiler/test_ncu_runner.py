@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from profiler import ncu as ncu_mod
-from profiler.ncu import profile_candidate
+from profiler import profile as profile_mod
+from profiler.profile import profile_candidate
 from verifier.task import load_task
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -52,7 +52,7 @@ else:
 
 def fake_ncu(tmp_path: Path, monkeypatch, *, export_works: bool = True, import_works: bool = True) -> str:
     # the profile's working folder stays under tmp_path, so the calls logged there can be read afterwards
-    monkeypatch.setattr(ncu_mod.tempfile, "TemporaryDirectory",
+    monkeypatch.setattr(profile_mod.tempfile, "TemporaryDirectory",
                         lambda prefix: contextlib.nullcontext(tempfile.mkdtemp(prefix=prefix, dir=tmp_path)))
     script = tmp_path / "ncu"
     script.write_text(FAKE.format(python=sys.executable, raw=str(FIXTURES / "softmax_raw.csv"),

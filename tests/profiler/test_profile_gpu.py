@@ -52,7 +52,7 @@ def get_init_inputs():
 
 @pytest.mark.gpu
 def test_profile_candidate_on_a_triton_relu(tmp_path):
-    from profiler.ncu import profile_candidate
+    from profiler.profile import profile_candidate
     from verifier.task import load_task
 
     task_path = tmp_path / "relu.py"

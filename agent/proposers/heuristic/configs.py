@@ -21,6 +21,10 @@ the round when the diagnosis says nothing new, or when there is none (no GPU,
 no ncu). A kernel at 85% or more of speed-of-light (memory- or compute-bound)
 stops the walk. No configuration is proposed twice: notes carry the
 configuration, and `parse_note` reads them back from the run's history.
+
+Over 450 lines on purpose: the three families' walks read one diagnosis the
+same way (`stalls`, `_occupancy_moves`, `_tail`) and go through one `_pick`;
+split by family, each file would import the others' halves.
 """
 
 from __future__ import annotations
@@ -29,6 +33,8 @@ import dataclasses
 import math
 import re
 from dataclasses import dataclass
+
+from profiler.records import Diagnosis, Occupancy
 
 SOL_STOP_PCT = 85.0          # at this % of speed-of-light, another configuration cannot gain enough to matter
 ROW_BYTES_PER_THREAD = 64    # row kernels waiting on memory: the bytes a thread loads a step (fastest for one-pass rows)
@@ -306,24 +312,24 @@ def _stall_kind(reason: str) -> str:
     return text
 
 
-def stalls(diagnosis: dict | None) -> list[tuple[str, float]]:
+def stalls(diagnosis: Diagnosis | None) -> list[tuple[str, float]]:
     """(stall kind, % of stall cycles), largest first."""
     out = []
-    for entry in (diagnosis or {}).get("top_stalls") or []:
-        if not isinstance(entry, dict) or not entry.get("reason"):
+    for entry in diagnosis.top_stalls if diagnosis is not None else []:
+        if not entry.reason:
             continue
-        share = _share_pct(entry.get("share"))
+        share = _share_pct(entry.share)
         if share is not None:
-            out.append((_stall_kind(str(entry["reason"])), share))
+            out.append((_stall_kind(entry.reason), share))
     return sorted(out, key=lambda s: -s[1])
 
 
-def stop_reason(diagnosis: dict | None) -> str | None:
+def stop_reason(diagnosis: Diagnosis | None) -> str | None:
     """Why no configuration can gain enough to matter, or None."""
     if not diagnosis:
         return None
-    bound = diagnosis.get("bound")
-    mem, sm = _number(diagnosis.get("mem_sol_pct")), _number(diagnosis.get("sm_sol_pct"))
+    bound = diagnosis.bound
+    mem, sm = diagnosis.mem_sol_pct, diagnosis.sm_sol_pct
     if bound == "memory" and mem is not None and mem >= SOL_STOP_PCT:
         return f"memory-bound at {mem:.0f}% of SOL: nothing left to gain"
     if bound == "compute" and sm is not None and sm >= SOL_STOP_PCT:
@@ -339,7 +345,7 @@ def _with(cfg: Config, **changes) -> Config:
     return dataclasses.replace(cfg, **changes)
 
 
-def _matmul_moves(cfg: MatmulConfig, p: Problem, diag: dict, sms: int) -> list[tuple[Config, str]]:
+def _matmul_moves(cfg: MatmulConfig, p: Problem, diag: Diagnosis, sms: int) -> list[tuple[Config, str]]:
     # NOTE: the wide tile comes first: on the H200 (matmul_bf16, 4096³) it beat both single-knob answers to
     # the same diagnosis (4 warps, one more stage) in the same run
     moves: list[tuple[Config, str]] = _wider_mma_tile(cfg, p, diag)
@@ -365,22 +371,22 @@ def _matmul_moves(cfg: MatmulConfig, p: Problem, diag: dict, sms: int) -> list[t
     moves += _occupancy_moves(cfg, diag, smaller=smaller, second=second,
                               fewer_stages=_with(cfg, num_stages=cfg.num_stages - 1))
     moves += _tail_moves_matmul(cfg, p, diag, sms)
-    mem = _number(diag.get("mem_sol_pct"))
-    if diag.get("bound") == "memory" and mem is not None:
+    mem = diag.mem_sol_pct
+    if diag.bound == "memory" and mem is not None:
         moves.append((_with(cfg, GROUP_M=cfg.GROUP_M * 2), f"memory-bound at {mem:.0f}% of SOL → larger GROUP_M, more L2 reuse"))
     return moves
 
 
-def _wider_mma_tile(cfg: MatmulConfig, p: Problem, diag: dict) -> list[tuple[Config, str]]:
+def _wider_mma_tile(cfg: MatmulConfig, p: Problem, diag: Diagnosis) -> list[tuple[Config, str]]:
     """Tensor cores busy and warps waiting on each other: a 128x256 tile on two warp groups.
 
     Each K step of a wider tile issues twice the MMA work per barrier and per byte loaded from
     shared memory; on Hopper 128x256 on 8 warps is the usual shape for a large 16-bit GEMM. It takes
     as many stages (up to 4) as the shared-memory budget holds: 4 with 64-deep K tiles in 16 bits.
     """
-    tensor = _number(diag.get("tensor_core_pct"))
+    tensor = diag.tensor_core_pct
     waiting = {kind: share for kind, share in stalls(diag) if kind in ("wait", "barrier") and share >= 10}
-    if diag.get("bound") != "compute" or p.elem_bytes != 2 or tensor is None or tensor < 50 or not waiting \
+    if diag.bound != "compute" or p.elem_bytes != 2 or tensor is None or tensor < 50 or not waiting \
             or cfg.BLOCK_N > 128 or cfg.BLOCK_M < 128:
         return []
     seen = " and ".join(f"{kind} {share:.0f}%" for kind, share in waiting.items())
@@ -398,20 +404,20 @@ def _smaller_tile(cfg: MatmulConfig) -> MatmulConfig:
     return _with(cfg, BLOCK_M=cfg.BLOCK_M // 2)
 
 
-def _register_pressure(diag: dict) -> bool:
-    occ = diag.get("occupancy") or {}
-    return bool(diag.get("spills")) or "register" in str(occ.get("limiter") or "").lower()
+def _register_pressure(diag: Diagnosis) -> bool:
+    occ = diag.occupancy or Occupancy(None, None)
+    return bool(diag.spills) or "register" in occ.limiter.lower()
 
 
-def _occupancy_moves(cfg: Config, diag: dict, smaller: Config, second: tuple[Config, str],
+def _occupancy_moves(cfg: Config, diag: Diagnosis, smaller: Config, second: tuple[Config, str],
                      fewer_stages: Config | None = None):
     """Moves for spills and for occupancy limits: `second` is the family's other register move and its why."""
     moves = []
-    occ = diag.get("occupancy") or {}
-    limiter = str(occ.get("limiter") or "").lower()
-    achieved = _number(occ.get("achieved_pct"))
-    spills = diag.get("spills") or 0
-    regs = diag.get("registers")
+    occ = diag.occupancy or Occupancy(None, None)
+    limiter = occ.limiter.lower()
+    achieved = occ.achieved_pct
+    spills = diag.spills or 0
+    regs = diag.registers
     occ_text = f"occupancy {achieved:.0f}%" if achieved is not None else "occupancy"
     if spills:
         moves.append((smaller, f"{spills} spilled registers → smaller tiles"))
@@ -424,9 +430,9 @@ def _occupancy_moves(cfg: Config, diag: dict, smaller: Config, second: tuple[Con
     return moves
 
 
-def _tail(diag: dict) -> tuple[float, float] | None:
+def _tail(diag: Diagnosis) -> tuple[float, float] | None:
     """(waves per SM, busy share of the last wave) when the last wave leaves SMs idle, else None."""
-    waves = diag.get("waves_per_sm")
+    waves = diag.waves_per_sm
     try:
         waves = float(waves)
     except (TypeError, ValueError):
@@ -437,7 +443,7 @@ def _tail(diag: dict) -> tuple[float, float] | None:
     return (waves, busy) if busy < 0.8 else None
 
 
-def _tail_moves_matmul(cfg: MatmulConfig, p: Problem, diag: dict, sms: int):
+def _tail_moves_matmul(cfg: MatmulConfig, p: Problem, diag: Diagnosis, sms: int):
     tail = _tail(diag)
     if tail is None or p.m == 0:
         return []
@@ -459,7 +465,7 @@ def _tail_moves_matmul(cfg: MatmulConfig, p: Problem, diag: dict, sms: int):
                    f"→ {cand.BLOCK_M}x{cand.BLOCK_N} tiles give {w:.2f} waves")]
 
 
-def _row_moves(cfg: RowConfig, p: Problem, diag: dict) -> list[tuple[Config, str]]:
+def _row_moves(cfg: RowConfig, p: Problem, diag: Diagnosis) -> list[tuple[Config, str]]:
     mode, block_n, rows, _ = _row_launch(cfg, p)
     per_thread = block_n * rows * p.elem_bytes // (32 * cfg.num_warps)     # bytes of the step each thread loads
     moves: list[tuple[Config, str]] = []
@@ -496,8 +502,8 @@ def _row_moves(cfg: RowConfig, p: Problem, diag: dict) -> list[tuple[Config, str
     tail = _tail(diag)
     if tail and rows > 1:
         moves.append((_with(cfg, TILE=cfg.TILE // 2), f"tail effect: {tail[0]:.2f} waves → fewer rows per program, more programs"))
-    mem = _number(diag.get("mem_sol_pct"))
-    if diag.get("bound") == "memory" and mem is not None and mode == "looped" and p.inner == 1 \
+    mem = diag.mem_sol_pct
+    if diag.bound == "memory" and mem is not None and mode == "looped" and p.inner == 1 \
             and not _register_pressure(diag):
         whole = 1 << (max(1, p.row_len) - 1).bit_length()
         moves.append((_with(cfg, ONE_PASS_MAX=whole),
@@ -505,20 +511,20 @@ def _row_moves(cfg: RowConfig, p: Problem, diag: dict) -> list[tuple[Config, str
     return moves
 
 
-def _pointwise_moves(cfg: PointwiseConfig, p: Problem, diag: dict) -> list[tuple[Config, str]]:
+def _pointwise_moves(cfg: PointwiseConfig, p: Problem, diag: Diagnosis) -> list[tuple[Config, str]]:
     moves: list[tuple[Config, str]] = []
-    if not p.flat and p.indexable and not cfg.INDEXED and diag.get("bound") == "memory":
+    if not p.flat and p.indexable and not cfg.INDEXED and diag.bound == "memory":
         # The 2-D tiles stage a broadcast row through a layout change (barrier stalls) and hold a tile of
         # offsets per operand (registers); a 1-D pass computes each operand's offset from the flat index.
         # (A transposed operand keeps the tiles: the launcher takes the 1-D pass only where every
         # operand's last dim is contiguous or broadcast.)
         share = dict(stalls(diag))
-        occ = diag.get("occupancy") or {}
-        achieved = _number(occ.get("achieved_pct"))
+        occ = diag.occupancy or Occupancy(None, None)
+        achieved = occ.achieved_pct
         seen = []
         if share.get("barrier", 0) >= 10:
             seen.append(f"barrier {share['barrier']:.0f}% of stall cycles")
-        if "register" in str(occ.get("limiter") or "").lower() and achieved is not None and achieved < 60:
+        if "register" in occ.limiter.lower() and achieved is not None and achieved < 60:
             seen.append(f"occupancy {achieved:.0f}% limited by registers")
         if seen:
             # NOTE: smaller programs: on the H200 (pointwise_chain) the 1-D pass ran 1024 elements on 4 warps
@@ -540,8 +546,8 @@ def _pointwise_moves(cfg: PointwiseConfig, p: Problem, diag: dict) -> list[tuple
     tail = _tail(diag)
     if tail:
         moves.append((_with(cfg, BLOCK=cfg.BLOCK // 2), f"tail effect: {tail[0]:.2f} waves → smaller blocks, more programs"))
-    mem = _number(diag.get("mem_sol_pct"))
-    if diag.get("bound") == "memory" and mem is not None:
+    mem = diag.mem_sol_pct
+    if diag.bound == "memory" and mem is not None:
         moves.append((_with(cfg, BLOCK=cfg.BLOCK * 2), f"memory-bound at {mem:.0f}% of SOL → more bytes per program"))
     return moves
 
@@ -596,7 +602,7 @@ def first_round(problem: Problem, on_gpu: bool, n: int, tried: set) -> list[Choi
     return _pick(family, candidates, problem, on_gpu, tried, n)
 
 
-def next_round(problem: Problem, best: Config | None, diagnosis: dict | None, on_gpu: bool, n: int,
+def next_round(problem: Problem, best: Config | None, diagnosis: Diagnosis | None, on_gpu: bool, n: int,
                tried: set, sms: int = H200_SMS) -> list[Choice]:
     """The next configurations from the best one so far, in the order the diagnosis ranks them."""
     family = problem.family

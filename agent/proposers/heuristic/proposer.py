@@ -73,16 +73,11 @@ class HeuristicProposer(Proposer):
 
     @staticmethod
     def _on_gpu(ctx: ProposeContext) -> bool:
-        return bool((ctx.analysis or {}).get("gpu"))
+        return bool(ctx.analysis.gpu)
 
     @staticmethod
     def _sms(ctx: ProposeContext) -> int:
-        gpu = (ctx.analysis or {}).get("gpu")
-        if isinstance(gpu, dict):
-            for key in ("sms", "sm_count", "multi_processor_count", "num_sms"):
-                if isinstance(gpu.get(key), int) and gpu[key] > 0:
-                    return gpu[key]
-        return configs.H200_SMS
+        return configs.H200_SMS     # NOTE: the analysis names the GPU, not its SM count
 
     def _choices(self, ctx: ProposeContext) -> list[configs.Choice]:
         problem = self.recognition.problem

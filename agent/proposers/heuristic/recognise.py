@@ -26,6 +26,10 @@ contiguous dims (softmax, log_softmax, layer_norm, rms_norm, sum/mean/amax/
 amin/max/min/var/std/logsumexp/norm, cross_entropy) with pointwise work around
 them, and mm/matmul/bmm/linear/addmm with a pointwise epilogue. Anything else
 is `Recognition.unsupported` with the reason, never an exception.
+
+Over 450 lines on purpose: one walk over the exported graph decides the
+family, and the three families' matchers share its node helpers; apart,
+each would re-walk the graph.
 """
 
 from __future__ import annotations

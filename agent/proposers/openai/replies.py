@@ -11,7 +11,7 @@ Whether the code compiles is not decided here: a syntax error is the
 verifier's to report, with the compiler's own message. `parse_reply` never
 raises.
 
-    python -m agent.replies reply.md    # print the source it finds, or the repair message
+    python -m agent.proposers.openai.replies reply.md    # print the source it finds, or the repair message
 """
 
 from __future__ import annotations

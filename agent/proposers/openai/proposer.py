@@ -1,9 +1,9 @@
 """The LLM proposer: asks any OpenAI-compatible chat endpoint for candidate kernels.
 
 OpenAI, vLLM, SGLang, Ollama and the like all serve POST /v1/chat/completions.
-Each round renders the prompt (agent/prompting.py), asks for `ctx.n` samples
+Each round renders the prompt (prompting.py), asks for `ctx.n` samples
 in one request with the `n` parameter, and parses each reply into a candidate
-(agent/replies.py). Endpoints that reject `n` or return fewer choices get the
+(replies.py). Endpoints that reject `n` or return fewer choices get the
 rest as parallel single requests; one that rejects `max_tokens` (OpenAI's
 reasoning models) gets `max_completion_tokens`, one that rejects `temperature`
 gets the model's default.
@@ -17,7 +17,7 @@ The API key is read from OPENAI_API_KEY when a round starts and handed to the
 client for that round only: it is not kept in the config, the proposer, a
 proposal, a prompt record or an error message.
 
-    OPENAI_API_KEY=... python -m agent.proposers.openai TASK.py --model gpt-4o [--base-url URL]
+    OPENAI_API_KEY=... python -m agent.proposers.openai.proposer TASK.py --model gpt-4o [--base-url URL]
 """
 
 from __future__ import annotations
@@ -31,10 +31,10 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from agent.prompting import messages_markdown, render_messages
-from agent.pricing import Prices, load_prices
+from agent.proposers.openai.prompting import messages_markdown, render_messages
+from agent.proposers.openai.pricing import Prices, load_prices
 from agent.proposers.base import Proposal, ProposeContext, Proposer, ProposerError
-from agent.replies import parse_reply
+from agent.proposers.openai.replies import parse_reply
 
 API_KEY_ENV = "OPENAI_API_KEY"
 BASE_URL_ENV = "OPENAI_BASE_URL"
@@ -58,7 +58,7 @@ class OpenAIConfig:
     temperature: float = 0.7
     max_tokens: int = 16384         # per reply; reasoning models spend some of it thinking
     max_parallel: int = 8           # concurrent requests when samples are fetched one by one
-    budget_chars: int = 24000       # prompt size limit, characters (agent/prompting.py)
+    budget_chars: int = 24000       # prompt size limit, characters (prompting.py)
     prices: Prices = field(default_factory=load_prices, repr=False)   # KGEN_PRICES when set
 
     @property
@@ -314,6 +314,8 @@ def _main() -> int:
     import argparse
     from pathlib import Path
 
+    from agent.analysis import Analysis
+
     parser = argparse.ArgumentParser(description="Ask an OpenAI-compatible endpoint for one round of candidates.")
     parser.add_argument("task", type=Path)
     parser.add_argument("--model", required=True)
@@ -324,7 +326,7 @@ def _main() -> int:
     proposer = OpenAIProposer(OpenAIConfig(model=args.model, base_url=args.base_url))
     ctx = ProposeContext(
         task_name=args.task.stem, task_source=args.task.read_text(), backend=args.backend,
-        analysis={}, round=1, n=args.n,
+        analysis=Analysis(), round=1, n=args.n,
     )
     for i, proposal in enumerate(proposer.propose(ctx), 1):
         print(f"--- sample {i}: {proposal.note}")

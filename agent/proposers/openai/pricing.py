@@ -10,7 +10,7 @@ file overrides or extends it, named by `load_prices(path)` or by the
 A model missing from the table costs 0 and `Prices.lookup` returns None, so
 callers can say the price is unknown rather than claim it was free.
 
-    python -m agent.pricing [prices.json]   # print the table in effect
+    python -m agent.proposers.openai.pricing [prices.json]   # print the table in effect
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Renders the chat messages an LLM proposer sends: a system prompt and one round's prompt.
 
-The text lives in templates under agent/prompts/ (`string.Template`,
+The text lives in templates under prompts/ beside it (`string.Template`,
 `$placeholders`): system.md states the candidate contract and the reply
 format, backend_<backend>.md how to write kernels for the requested backend
 with a worked example, round.md what the loop knows this round. This module
@@ -11,7 +11,7 @@ the oldest detail goes first: the feedback and code of the oldest failed
 attempts, then the oldest lines of the attempt list, then the best kernel's
 source. The reference's source is always kept.
 
-    python -m agent.prompting TASK.py [--backend cuda]   # print the first round's prompt for a task
+    python -m agent.proposers.openai.prompting TASK.py [--backend cuda]   # print the first round's prompt for a task
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ import string
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from agent.analysis import Analysis
 from agent.proposers.base import AttemptSummary, ProposeContext
 
 PROMPTS_DIR = Path(__file__).parent / "prompts"
@@ -53,7 +54,7 @@ _LABELS = {
 
 @functools.cache
 def template(name: str) -> string.Template:
-    """A prompt template from agent/prompts/."""
+    """A prompt template from prompts/."""
     return string.Template((PROMPTS_DIR / name).read_text())
 
 
@@ -134,21 +135,22 @@ def _format_value(value: object, key: str = "") -> str:
     return str(value)
 
 
-def render_analysis(analysis: dict) -> str:
+def render_analysis(analysis: Analysis) -> str:
     """The analysis as a markdown list; what it lacks (no GPU, no timings) is said plainly."""
     lines = []
-    if not analysis.get("gpu"):
+    if not analysis.gpu:
         lines.append("- GPU: none here; candidates are checked for correctness only, nothing is timed")
-    shapes, dtypes = analysis.get("shapes"), analysis.get("dtypes")
-    paired = isinstance(shapes, list) and isinstance(dtypes, list) and len(shapes) == len(dtypes)
+    shapes, dtypes = analysis.shapes, analysis.dtypes
+    paired = shapes is not None and dtypes is not None and len(shapes) == len(dtypes)
     if paired:
         inputs = [f"{_format_value(s)} {d}" if s is not None else str(d) for s, d in zip(shapes, dtypes)]
         lines.append(_cap("- inputs: " + "; ".join(inputs), MAX_LINE_CHARS))
-    for key, value in analysis.items():
-        if (key in ("gpu", "baselines") and not value) or (paired and key in ("shapes", "dtypes")):
-            continue  # said plainly above and below
-        lines.append(_cap(f"- {_label(str(key))}: {_format_value(value, str(key))}", MAX_LINE_CHARS))
-    if not analysis.get("baselines"):
+    # NOTE: the JSON form holds only what is known, in the order a reader wants it
+    for key, value in analysis.to_dict().items():
+        if paired and key in ("shapes", "dtypes"):
+            continue  # said above
+        lines.append(_cap(f"- {_label(key)}: {_format_value(value, key)}", MAX_LINE_CHARS))
+    if not analysis.baselines_ms:
         lines.append("- baseline times: not measured")
     return "\n".join(lines)
 
@@ -297,7 +299,7 @@ def _main() -> int:
     args = parser.parse_args()
     ctx = ProposeContext(
         task_name=args.task.stem, task_source=args.task.read_text(), backend=args.backend,
-        analysis={}, round=1, n=1,
+        analysis=Analysis(), round=1, n=1,
     )
     print(messages_markdown(render_messages(ctx, args.budget)))
     return 0

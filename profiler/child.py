@@ -1,0 +1,65 @@
+"""The profiled child process, as the parent sees it: the job file it is given, and how it is run and read back.
+
+    from profiler.child import run_child, write_job
+    job = write_job(workdir, task, source, mode="fallback", count_work=True)
+    run, report = run_child([sys.executable, "-m", "profiler.ncu_child", str(job)], job, workdir, timeout_s=300)
+
+The child itself is profiler/ncu_child.py: it loads the task and the
+candidate, runs forward once to warm up and once inside the NVTX range
+NVTX_RANGE (mode "ncu"), or under the torch profiler (mode "fallback"), and
+reports back over the verifier's signed channel, or in the job's result file
+where ncu stands between the sandbox and it. It runs in the verifier's
+sandbox (verifier.sandbox), which bounds its time and output.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+NVTX_RANGE = "kgen"     # the child wraps the profiled forward call in this range
+
+
+def write_job(workdir: Path, task, source: str, *, mode: str, count_work: bool, seed: int = 0) -> Path:
+    """Write the candidate and the child's job file into `workdir`; return the job's path."""
+    candidate = workdir / "candidate.py"
+    candidate.write_text(source)
+    job = {
+        "task_path": str(Path(task.path).resolve()),
+        "candidate_path": str(candidate),
+        "result_path": str(workdir / f"result-{mode}.json"),
+        "mode": mode,                   # "ncu": one forward in the NVTX range; "fallback": torch profiler
+        "count_work": count_work,       # also count the reference's FLOPs and bytes
+        "seed": seed,
+        "nvtx_range": NVTX_RANGE,
+        "trace_path": str(workdir / "trace.json"),
+    }
+    path = workdir / f"job-{mode}.json"
+    path.write_text(json.dumps(job))
+    return path
+
+
+def run_child(argv: list[str], job_path: Path, workdir: Path, timeout_s: float):
+    """Run argv in the verifier's sandbox; (SandboxResult, the child's report or {}).
+
+    The report is the child's signed channel message; where that did not come
+    back (ncu stands between the sandbox and the child), the file it wrote.
+    """
+    from verifier.sandbox import run_sandboxed
+
+    job = json.loads(job_path.read_text())
+    # The sandbox puts the repository on PYTHONPATH, so `-m profiler.ncu_child` imports.
+    result = run_sandboxed(argv, job, timeout_s=timeout_s, output_cap_bytes=256_000, cwd=workdir)
+    child = result.message or {}
+    result_path = Path(job["result_path"])
+    if not child and result_path.exists():
+        try:
+            child = json.loads(result_path.read_text())
+        except json.JSONDecodeError:
+            child = {}
+    return result, child
+
+
+def output_tail(text: str, lines: int = 3) -> list[str]:
+    """The last `lines` lines of a process's output: what a note quotes when the process gave no report."""
+    return text.strip().splitlines()[-lines:]
