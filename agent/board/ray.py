@@ -512,9 +512,13 @@ class RayExecutor(Executor):
         self._stop = threading.Event()
         try:
             gpus = _cluster_gpus(self.ray, accelerator_type)
+            if accelerator_type and not gpus:
+                types = sorted({k.split(":", 1)[1] for node in self.ray.nodes() if node.get("Alive")
+                                for k in (node.get("Resources") or {}) if k.startswith("accelerator_type:")})
+                raise LeaderboardError(f"--accelerator-type {accelerator_type}: no live node of the Ray cluster has "
+                                       f"GPUs of that type (it has: {', '.join(types) or 'none'})")
             if device == "cuda" and not gpus:
-                raise LeaderboardError("--device cuda: the Ray cluster has no GPU"
-                                       + (f" of type {accelerator_type}" if accelerator_type else ""))
+                raise LeaderboardError("--device cuda: the Ray cluster has no GPU")
             # NOTE: where the cluster has GPUs each actor owns one, even for --device cpu (nothing is timed
             # then): the actors are the cluster's GPUs, whatever the verifier runs on
             use_gpus = gpus > 0
