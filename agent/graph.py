@@ -593,8 +593,8 @@ def optimize(task_path: str | Path | None, config: OptimizeConfig, *, resume: st
         if task_path is not None and Path(task_path).resolve() != Path(run.task_path).resolve():
             raise ValueError(f"run {run.run_id} is for {run.task_path}, not {task_path}")
         device = run.device
-        if device == "cuda" and machine is None:
-            resolve_device("cuda")   # a CUDA run continues only where CUDA is
+        if device == "cuda" and (machine or resolve_device("cuda"))[0] != "cuda":   # only where CUDA is
+            raise ValueError(f"run {run.run_id} ran on CUDA; the GPU calls would run on {machine[0]} now")
     else:
         if task_path is None:
             raise ValueError("a task file is needed (or --resume RUN_ID)")

@@ -34,6 +34,7 @@ environment of such names when it starts (`secret_names`).
 from __future__ import annotations
 
 import collections
+import contextlib
 import dataclasses
 import hashlib
 import itertools
@@ -46,7 +47,6 @@ import tempfile
 import threading
 import time
 import traceback
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
@@ -59,7 +59,6 @@ from agent.store import utc_now
 LOOPS_PER_GPU = 2           # task loops in flight per GPU actor: one verifies while the other proposes
 ACTOR_START_S = 180.0       # how long a new actor may take to be placed and to start
 ANALYSIS_TRIES = 3          # an analysis whose actor is lost is tried again on another; it is not an attempt
-SECRET_WORDS = ("KEY", "TOKEN", "SECRET", "PASSWORD")
 INSTALL = "pip install 'kgen[ray]'"
 
 
@@ -73,11 +72,14 @@ def import_ray():
 
 
 def secret_names(env) -> list[str]:
-    """The names of `env` a GPU actor must not hold: OPENAI_* and any *KEY*, *TOKEN*, *SECRET*, *PASSWORD*."""
-    return sorted(n for n in env if n.upper().startswith("OPENAI_") or any(w in n.upper() for w in SECRET_WORDS))
+    """The names of `env` a GPU actor must not hold: the sandbox's rule (OPENAI_*, and any name with KEY,
+    TOKEN, SECRET, PASSWORD or CREDENTIAL in it)."""
+    from verifier.sandbox import SECRET_NAME
+
+    return sorted(n for n in env if SECRET_NAME.search(n))
 
 
-@contextmanager
+@contextlib.contextmanager
 def _without_secrets():
     """This process's environment without its secret names, for as long as the block runs (then restored)."""
     saved = {n: os.environ.pop(n) for n in secret_names(os.environ)}
@@ -91,19 +93,34 @@ def connect(address: str | None = None, **init_options) -> bool:
     """Join the Ray cluster at `address` ("auto", HOST:PORT), or start one on this machine when None.
 
     Returns True when this call connected (the caller shuts Ray down after), False when this process
-    was connected already. NOTE: a cluster started here forks its daemons from this process; they start
+    was connected already. A cluster started here forks its daemons from this process; they start
     without the secret names of the environment, so no actor can inherit the key.
     """
     ray = import_ray()
     if ray.is_initialized():
         return False
-    with _without_secrets():
-        try:
+    if address is not None and "RAY_AUTH_MODE" not in os.environ and _ray_token_here():
+        # NOTE: `ray start` turns token authentication on and keeps the token in ~/.ray/auth_token; a driver
+        # sends it only in token mode, which Ray switches on by itself only for a cluster it starts. The mode
+        # is read into Ray's config when ray is imported: it is read again, as Ray does for its own cluster.
+        os.environ["RAY_AUTH_MODE"] = "token"
+        from ray._raylet import Config
+
+        Config.initialize("")
+    try:
+        # a cluster started here forks its daemons now: they (and every actor) start without the secrets
+        with _without_secrets() if address is None else contextlib.nullcontext():
             ray.init(address=address, log_to_driver=False, configure_logging=False, **init_options)
-        except ConnectionError as exc:
-            raise LeaderboardError(f"--ray-address {address}: no Ray cluster there ({exc}); start one with "
-                                   "`ray start --head` (docs/distributed.md)") from None
+    except ConnectionError as exc:
+        raise LeaderboardError(f"--ray-address {address}: no Ray cluster there ({exc}); start one with "
+                               "`ray start --head` (docs/distributed.md)") from None
     return True
+
+
+def _ray_token_here() -> bool:
+    """A Ray authentication token this driver can send: RAY_AUTH_TOKEN(_PATH), or ~/.ray/auth_token."""
+    return bool(os.environ.get("RAY_AUTH_TOKEN") or os.environ.get("RAY_AUTH_TOKEN_PATH")
+                or (Path.home() / ".ray" / "auth_token").exists())
 
 
 # ---- the GPU actor -----------------------------------------------------------------------------------
@@ -136,7 +153,7 @@ class GpuActor:
         self._folder = Path(tempfile.gettempdir()) / f"kgen-ray-{os.getuid()}"
         self._pool = None
 
-    @contextmanager
+    @contextlib.contextmanager
     def _serving(self, method: str, *args):
         with self._lock:
             self.received.append(f"{method}{args!r}")
@@ -507,7 +524,9 @@ class RayExecutor(Executor):
             raise LeaderboardError(f"--loops-per-gpu must be at least 1, got {loops_per_gpu}")
         if workers is not None and workers < 1:
             raise LeaderboardError(f"--workers must be at least 1, got {workers}")
-        self._owns_ray = connect(address, **(init_options or {}))
+        # a cluster started here for the board has no dashboard: nothing of it is served to the network
+        default = {"include_dashboard": False} if address is None else {}
+        self._owns_ray = connect(address, **(default if init_options is None else init_options))
         self.ray = import_ray()
         self._stop = threading.Event()
         try:

@@ -278,9 +278,39 @@ def test_ray_flags_without_the_ray_executor_are_refused(tmp_path):
     assert code == 2 and "need --executor ray" in err
 
 
-def test_secret_names_are_keys_tokens_secrets_and_openai_settings():
+def test_secret_names_are_keys_tokens_secrets_credentials_and_openai_settings():
     from agent.board.ray import secret_names
 
     env = {"OPENAI_BASE_URL": "u", "AWS_SECRET_ACCESS_KEY": "s", "HF_TOKEN": "t", "PATH": "/bin",
-           "CUDA_VISIBLE_DEVICES": "0"}
-    assert secret_names(env) == ["AWS_SECRET_ACCESS_KEY", "HF_TOKEN", "OPENAI_BASE_URL"]
+           "CUDA_VISIBLE_DEVICES": "0", "GOOGLE_APPLICATION_CREDENTIALS": "c", "RAY_AUTH_TOKEN": "r"}
+    assert secret_names(env) == ["AWS_SECRET_ACCESS_KEY", "GOOGLE_APPLICATION_CREDENTIALS", "HF_TOKEN",
+                                 "OPENAI_BASE_URL", "RAY_AUTH_TOKEN"]
+
+
+class _Answer:
+    """An actor method's .remote() that answers at once (check_models' own logic, without a cluster)."""
+
+    def __init__(self, value):
+        self.value = value
+
+    def remote(self, *args):
+        return self.value
+
+
+def test_actors_on_two_gpu_models_are_refused():
+    from agent.board.ray import ActorPool, Slot
+
+    class Ray:
+        @staticmethod
+        def get(refs, timeout=None):
+            return list(refs)
+
+    pool = ActorPool.__new__(ActorPool)   # its actors made by hand: two nodes, two GPU models
+    pool.ray, pool._lock = Ray(), threading.Lock()
+    pool.slots = [Slot(type("A", (), {"machine": _Answer(("cuda", gpu))})(), {"host": h, "gpu_ids": ["0"]})
+                  for h, gpu in (("a", "NVIDIA H100 80GB HBM3"), ("b", "NVIDIA H200"))]
+    with pytest.raises(LeaderboardError, match=r"more than one device \(NVIDIA H100 80GB HBM3, NVIDIA H200\).*"
+                                               r"--accelerator-type"):
+        pool.check_models("auto")
+    pool.slots = pool.slots[1:]
+    assert pool.check_models("auto") == ("cuda", "NVIDIA H200") and pool.model == "NVIDIA H200"
