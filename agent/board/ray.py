@@ -287,7 +287,8 @@ class ActorPool:
         self._free: queue.Queue[Slot] = queue.Queue()
         self._lock = threading.Lock()
         self.slots: list[Slot] = []
-        self.model: str | None = None       # the GPU model every actor has (set by the first)
+        self.model: str | None = None       # the GPU model every actor has ("" on the CPU), once checked
+        self.requested = "auto"             # the --device the model was checked for
         starting = [self._new_actor() for _ in range(count)]
         try:
             infos = self.ray.get([_describe(a) for a in starting], timeout=ACTOR_START_S)
@@ -332,7 +333,7 @@ class ActorPool:
             raise LeaderboardError(f"the cluster's actors run on more than one device ({names}): one board times "
                                    "on one GPU model; pick one with --accelerator-type (Ray's accelerator type)")
         device, gpu = models[0]
-        self.model = gpu
+        self.requested, self.model = requested, gpu
         return device, gpu
 
     def call(self, method: str, *args, used: list[str] | None = None) -> Any:
@@ -384,7 +385,7 @@ class ActorPool:
         try:
             info = self.ray.get(_describe(actor), timeout=ACTOR_START_S)
             if self.model is not None:
-                device, gpu = self.ray.get(actor.machine.remote("auto"), timeout=ACTOR_START_S)
+                device, gpu = self.ray.get(actor.machine.remote(self.requested), timeout=ACTOR_START_S)
                 if (gpu or "") != self.model:
                     raise LeaderboardError(f"its replacement runs on {gpu or device}, not {self.model}")
         except Exception as exc:   # noqa: BLE001 - the board goes on with the actors it has
@@ -600,8 +601,9 @@ class RayExecutor(Executor):
             return
         self._closed = True
         self._stop.set()
+        deadline = time.monotonic() + 10.0   # a loop inside a proposer's call stops at its next GPU call
         for t in self._threads:
-            t.join(timeout=10.0)
+            t.join(timeout=max(0.0, deadline - time.monotonic()))
         self._shutdown()
 
     def _shutdown(self) -> None:
