@@ -7,8 +7,9 @@ told), or score one kernel file (`--verify-only`: a run of one attempt with
 proposer "none", kept by the same bookkeeping as `optimize`'s, agent.lifecycle).
 The process writes `{"run_id"}` to `started_path` as soon as its run exists and
 a `JobOutcome` to `result_path` at the end; a bad task or a device that cannot
-be had is an outcome, not a crash. An executor that runs jobs elsewhere (Ray)
-calls `run_job` there with the same Job and reads the same outcome.
+be had is an outcome, not a crash. The Ray executor calls `run_job` in a
+thread of the board's process, with the GPU calls routed to its actors
+(`calls`), and reads the same outcome.
 """
 
 from __future__ import annotations
