@@ -159,6 +159,15 @@ def test_a_ray_board_gives_the_local_boards_rows(local_board, ray_board):
 
 
 @pytest.mark.slow
+def test_two_loops_per_gpu_run_four_tasks_at_once_on_two_gpus(ray_board):
+    lines = ray_board[2].splitlines()
+    started = [i for i, line in enumerate(lines) if ": started on the Ray cluster (loop " in line]
+    finished = [i for i, line in enumerate(lines) if ": succeeded" in line or ": failed" in line]
+    assert len(started) == 4 and all(" of 4)" in lines[i] for i in started)
+    assert max(started) < min(finished), "a task waited for another's loop to end"
+
+
+@pytest.mark.slow
 def test_each_ray_row_names_the_node_and_gpu_it_ran_on(ray_board):
     results = ray_board[0]
     for row in rows_of(results).values():
