@@ -60,6 +60,8 @@ LOOPS_PER_GPU = 2           # task loops in flight per GPU actor: one verifies w
 ACTOR_START_S = 180.0       # how long a new actor may take to be placed and to start
 ANALYSIS_TRIES = 3          # an analysis whose actor is lost is tried again on another; it is not an attempt
 INSTALL = "pip install 'kgen[ray]'"
+INSPECT = "inspect"         # GpuActor's concurrency group for describe(): it answers while a GPU call runs
+NAMESPACE = "kgen"          # where the GPU actors are named ("kgen-gpu-..."): `ray list actors` shows them
 
 
 def import_ray():
@@ -235,10 +237,6 @@ class GpuActor:
 
         with self._serving("profile", task, source, timeout_s):
             return profile_candidate(self._task(task), source, timeout_s=timeout_s).to_dict()
-
-
-INSPECT = "inspect"         # GpuActor's concurrency group for describe(): it answers while a GPU call runs
-NAMESPACE = "kgen"          # where the GPU actors are named ("kgen-gpu-..."): `ray list actors` shows them
 
 
 # ---- the pool: any free actor takes the next call ----------------------------------------------------
