@@ -67,6 +67,7 @@ from verifier.records import Task, VerifyConfig, VerifyResult
 
 VerifyFn = Callable[[Task, str, VerifyConfig], VerifyResult]
 ProfileFn = Callable[[Task, str], "Diagnosis | None"]
+AnalyzeFn = Callable[..., "Analysis"]   # analyze_task's signature: where the analysis (and baselines) run
 EventFn = Callable[[LoopEvent], None]
 
 _DEFAULT: Any = object()           # "build the default": distinct from an explicit None
@@ -126,8 +127,9 @@ class OptimizeLoop:
 
     def __init__(self, *, task: Task, config: OptimizeConfig, proposer: Proposer, store: Store, run: Run,
                  verify_fn: VerifyFn, profile_fn: ProfileFn | None, verify_config: VerifyConfig,
-                 on_event: EventFn | None = None, wall_before_s: float = 0.0):
+                 on_event: EventFn | None = None, wall_before_s: float = 0.0, analyze_fn: AnalyzeFn | None = None):
         self.task = task
+        self.analyze_fn = analyze_fn or analyze_task
         self.config = config
         self.proposer = proposer
         self.store = store
@@ -183,7 +185,7 @@ class OptimizeLoop:
     # -- nodes --
 
     def analyze(self, state: LoopState) -> LoopState:
-        analysis = analyze_task(self.task, self.run.device, self.run.gpu, self.verify_config, self.config.backend)
+        analysis = self.analyze_fn(self.task, self.run.device, self.run.gpu, self.verify_config, self.config.backend)
         self.emit("analysis", message=analysis_line(analysis))
         return {"analysis": analysis.to_dict()}
 
@@ -407,8 +409,12 @@ def _warming(pool, on_event: EventFn | None) -> EventFn:
 def optimize(task_path: str | Path | None, config: OptimizeConfig, *, resume: str | None = None,
              proposer: Proposer | None = None, verify_fn: VerifyFn | None = None,
              profile_fn: ProfileFn | None = _DEFAULT, on_event: EventFn | None = None,
-             store: Store | None = None) -> Run:
+             store: Store | None = None, analyze_fn: AnalyzeFn | None = None,
+             machine: tuple[str, str] | None = None) -> Run:
     """Run (or resume) the loop for one task; returns the stored Run.
+
+    `machine`: the (device, GPU name) the GPU calls run on when they are not this process's (a cluster's:
+    agent.board.ray), with `analyze_fn`, `verify_fn` and `profile_fn` sending them there.
 
     Raises TaskError for an unusable task file, ValueError for a bad device
     request, ProposerError when the proposer cannot be built. Once the run is
@@ -425,13 +431,13 @@ def optimize(task_path: str | Path | None, config: OptimizeConfig, *, resume: st
         if task_path is not None and Path(task_path).resolve() != Path(run.task_path).resolve():
             raise ValueError(f"run {run.run_id} is for {run.task_path}, not {task_path}")
         device = run.device
-        if device == "cuda":
-            device_and_gpu("cuda")   # a CUDA run continues only where CUDA is
+        if device == "cuda" and (machine or device_and_gpu("cuda"))[0] != "cuda":   # only where CUDA is
+            raise ValueError(f"run {run.run_id} ran on CUDA; the GPU calls would run on {machine[0]} now")
     else:
         if task_path is None:
             raise ValueError("a task file is needed (or --resume RUN_ID)")
         task = load_task(task_path)
-        device, gpu = device_and_gpu(config.device)
+        device, gpu = machine or device_and_gpu(config.device)
         run = None
 
     proposer = proposer or make_proposer(config, task)
@@ -476,7 +482,8 @@ def _run_loop(task, config: OptimizeConfig, store: Store, run: Run, proposer: Pr
         on_event = _warming(pool, on_event)
     loop = OptimizeLoop(task=task, config=config, proposer=proposer, store=store, run=run,
                         verify_fn=pool.verify if pool else verify_fn, profile_fn=profile_fn,
-                        verify_config=verify_config, on_event=on_event, wall_before_s=run.wall_s)
+                        verify_config=verify_config, on_event=on_event, wall_before_s=run.wall_s,
+                        analyze_fn=analyze_fn)
     with closing(conn), (pool or nullcontext()):
         app = loop.build(saver)
         thread = {"configurable": {"thread_id": run.run_id},

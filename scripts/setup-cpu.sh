@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Set up kgen in .venv on a machine without a GPU: PyTorch's CPU build (about 200 MB,
-# not the multi-GB CUDA build), Triton for its CPU interpreter, kgen itself and its test tools.
+# not the multi-GB CUDA build), Triton for its CPU interpreter, kgen itself, its test tools and Ray.
 # Usage: scripts/setup-cpu.sh            (idempotent: a second run only checks)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -21,5 +21,6 @@ fi
 # ("only 0-dimensional arrays can be converted"): keep NumPy below 2.4 where the interpreter runs.
 # Triton 3.6.0 matches the GPU machine kgen is measured on, so the CPU interpreter checks
 # kernels with the same front end that compiles them there.
-pip install -q -e ".[test]" "numpy>=1.26,<2.4" "triton==3.6.0"
+# Ray (the `ray` extra) so that the Ray executor's tests run on a small local cluster in CI too.
+pip install -q -e ".[test,ray]" "numpy>=1.26,<2.4" "triton==3.6.0"
 echo "kgen is set up in .venv (torch $(python -c 'import torch; print(torch.__version__)'), CPU only)."

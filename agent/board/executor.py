@@ -8,8 +8,9 @@
     executor.close()
 
 An executor runs each submitted Job somehow (agent.board.local: one process
-per job, one worker per GPU; a cluster executor: a remote task that calls
-agent.board.job.run_job) and reports what happened as JobEvents. It decides
+per job, one worker per GPU; agent.board.ray: agent.board.job.run_job in a
+thread here, its GPU calls on a cluster's GPU actors) and reports what
+happened as JobEvents. It decides
 nothing about the board: the runner (agent.board.runner) writes the job files,
 turns each finished event into a row and keeps the board's files current.
 

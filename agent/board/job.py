@@ -7,8 +7,9 @@ told), or score one kernel file (`--verify-only`: a run of one attempt with
 proposer "none", kept by the same bookkeeping as `optimize`'s, agent.lifecycle).
 The process writes `{"run_id"}` to `started_path` as soon as its run exists and
 a `JobOutcome` to `result_path` at the end; a bad task or a device that cannot
-be had is an outcome, not a crash. An executor that runs jobs elsewhere (Ray)
-calls `run_job` there with the same Job and reads the same outcome.
+be had is an outcome, not a crash. The Ray executor calls `run_job` in a
+thread of the board's process, with the GPU calls routed to its actors
+(`calls`), and reads the same outcome.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import dataclasses
 import json
 import sys
 import time
+from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -68,11 +70,14 @@ class JobOutcome:
         return cls(**data)
 
 
-def score_kernel(task_path: str | Path, kernel_path: str | Path, config, store: Store) -> Run:
+def score_kernel(task_path: str | Path, kernel_path: str | Path, config, store: Store, *, verify_fn=None,
+                 analyze_fn=None, machine: tuple[str, str] | None = None, profile_fn=None) -> Run:
     """Verify one existing kernel and store it as a run of one attempt (proposer "none").
 
     Raises TaskError for an unusable task, ValueError for a device that cannot
-    be had; a bad kernel is a stored verdict.
+    be had; a bad kernel is a stored verdict. `verify_fn`, `analyze_fn` and
+    `machine` are optimize()'s: the GPU calls elsewhere (agent.board.ray); a
+    scored kernel is not profiled (`profile_fn` is taken and left unused).
     """
     from agent import analysis
     from agent.lifecycle import finish_run, record_best, start_run
@@ -80,9 +85,9 @@ def score_kernel(task_path: str | Path, kernel_path: str | Path, config, store: 
     from verifier.verify import prestart_worker, verify
 
     # NOTE: the worker starts first: its start-up overlaps the task's loading and the device's look-up here
-    with prestart_worker() as worker:
+    with (nullcontext() if verify_fn else prestart_worker()) as worker:
         task = load_task(task_path)
-        device, gpu = analysis.device_and_gpu(config.device)
+        device, gpu = machine or analysis.device_and_gpu(config.device)
         data = Path(kernel_path).read_bytes()
         # a file that is not UTF-8 is a bad candidate, not kgen's error: it gets a verdict
         source = data.decode("utf-8", errors="replace")
@@ -90,8 +95,11 @@ def score_kernel(task_path: str | Path, kernel_path: str | Path, config, store: 
                         extra={"kernel_path": str(Path(kernel_path).resolve())})
         started = time.monotonic()
         begun = utc_now()
-        result = verify(task, source, config.verify_config(device, store.root), worker=worker)
-    sol_ms = _speed_of_light_ms(task, device, gpu, analysis.analyze_task) if result.passed and result.timing else None
+        verify_config = config.verify_config(device, store.root)
+        result = verify_fn(task, source, verify_config) if verify_fn else verify(task, source, verify_config,
+                                                                                  worker=worker)
+    analyze = analyze_fn or analysis.analyze_task
+    sol_ms = _speed_of_light_ms(task, device, gpu, analyze) if result.passed and result.timing else None
     attempt = Attempt.from_result(run.run_id, 1, 1, result, sol_ms=sol_ms, note=f"scored from {kernel_path}",
                                   started_at=begun, finished_at=utc_now())
     store.save_attempt(run, attempt, source=source)
@@ -112,8 +120,10 @@ def _speed_of_light_ms(task, device: str, gpu: str, analyze_task) -> float | Non
         return None
 
 
-def run_job(job: Job) -> JobOutcome:
-    """Do one job in this process. Only a kgen bug raises."""
+def run_job(job: Job, *, log=None, **calls) -> JobOutcome:
+    """Do one job in this process, its progress to `log` (default stderr). Only a kgen bug raises.
+
+    `calls` go to optimize() (verify_fn, profile_fn, analyze_fn, machine): the Ray executor's GPU calls."""
     from agent.config import OptimizeConfig
     from agent.graph import optimize
     from agent.live import PlainView
@@ -127,12 +137,12 @@ def run_job(job: Job) -> JobOutcome:
             if job.kernel_paths:
                 from agent.kernelbench.samples import score_samples
 
-                run = score_samples(job.task_path, job.kernel_paths, config, store)
+                run = score_samples(job.task_path, job.kernel_paths, config, store, **calls)
             else:
-                run = score_kernel(job.task_path, job.kernel_path, config, store)
-            print(f"run {run.run_id}: {run.stop_reason}", file=sys.stderr)
+                run = score_kernel(job.task_path, job.kernel_path, config, store, **calls)
+            print(f"run {run.run_id}: {run.stop_reason}", file=log or sys.stderr)
         else:
-            view = PlainView(sys.stderr)
+            view = PlainView(log or sys.stderr)
 
             def on_event(event) -> None:
                 if event.kind == "start":
@@ -140,7 +150,7 @@ def run_job(job: Job) -> JobOutcome:
                 view.handle(event)
 
             run = optimize(None if job.resume else job.task_path, config, resume=job.resume, on_event=on_event,
-                           store=store)
+                           store=store, **calls)
     except TaskError as exc:
         return JobOutcome(error=TASK_ERROR, message=str(exc))
     except (ValueError, ProposerError) as exc:   # a device or proposer that cannot be had: nothing ran

@@ -83,7 +83,7 @@ class Row:
     tokens: int = 0
     cost_usd: float = 0.0
     wall_s: float = 0.0                 # seconds spent on the task
-    worker: str = ""                    # "GPU 1" or "cpu 0": where it ran
+    worker: str = ""                    # "GPU 1", "cpu 0", on Ray "node GPU 0, node GPU 1": where it ran
 
     @property
     def timed(self) -> bool:

@@ -13,12 +13,13 @@ from agent.fastp import THRESHOLDS
 from verifier.protocols import timing_line
 
 ROW_COLUMNS = ("task", "status", "vs eager", "vs torch.compile", "% SOL", "attempts", "tokens", "cost",
-               "wall", "reason")
+               "wall", "where", "reason")
 
 
 def row_cells(row: Row) -> list[str]:
     return [row.task, row.status, row.speedup_text("eager"), row.speedup_text("compile"), row.sol_text(),
-            str(row.attempts), f"{row.tokens:,}", f"${row.cost_usd:.4f}", f"{row.wall_s:.0f} s", row.reason]
+            str(row.attempts), f"{row.tokens:,}", f"${row.cost_usd:.4f}", f"{row.wall_s:.0f} s", row.worker or "-",
+            row.reason]
 
 
 def summary_cells(summary: Summary) -> list[tuple[str, list[str]]]:
@@ -98,7 +99,7 @@ def rich_board(board: Leaderboard):
     tasks = Table(title="tasks", title_justify="left")
     for col in ROW_COLUMNS:
         # the reason is cut to one line here; leaderboard.md and `kgen show RUN` have it whole
-        tasks.add_column(col, justify="left" if col in ("task", "status", "reason") else "right", no_wrap=True,
+        tasks.add_column(col, justify="left" if col in ("task", "status", "where", "reason") else "right", no_wrap=True,
                          overflow="ellipsis", max_width=60 if col == "reason" else None)
     style = {"succeeded": "green", "ok": "green", "stopped": "yellow", PENDING: "dim"}
     for row in board.rows:

@@ -5,6 +5,7 @@
     kgen leaderboard tasks/ --name nightly                          # again: finished tasks are skipped
     kgen leaderboard tasks/ --verify-only kernels/ --name mine      # existing kernels, no proposer
     kgen leaderboard tasks/ --device cpu --workers 2                # no GPU: correctness only
+    kgen leaderboard tasks/ --executor ray --ray-address auto      # a Ray cluster's GPUs (docs/distributed.md)
 
 SUITE is a folder of task files or a text file listing them. The optimize
 flags are `kgen optimize`'s and apply to every task. On a GPU each worker owns
@@ -56,6 +57,11 @@ def register(sub) -> None:
                    help="print the board (rows, settings, summary) as JSON on stdout instead of the tables")
     p.add_argument("--executor", default=BoardConfig.executor, choices=EXECUTORS.names,
                    help=f"where the tasks run (default {BoardConfig.executor}: a process per task on this machine)")
+    ray = p.add_argument_group("--executor ray (docs/distributed.md)")
+    ray.add_argument("--ray-address", metavar="auto|HOST:PORT",
+                     help="the Ray cluster to join (default: start a one-node cluster on this machine)")
+    ray.add_argument("--loops-per-gpu", type=int, metavar="N", help="task loops in flight per GPU (default 2)")
+    ray.add_argument("--accelerator-type", metavar="TYPE", help="only GPUs of this Ray accelerator type (H200)")
     add_optimize_flags(p.add_argument_group("optimize settings (as for kgen optimize; applied to every task)"))
     p.set_defaults(func=run)
 
@@ -127,13 +133,19 @@ def run(args) -> int:
             return _error(errors[0])
         for note in notes:
             print(f"kgen leaderboard: note: {note}", file=sys.stderr)
+    ray = {"address": args.ray_address, "loops_per_gpu": args.loops_per_gpu, "accelerator_type": args.accelerator_type}
+    on_ray = board_config.executor == "ray"   # the cluster's GPUs decide the device there, not this machine's
+    if not on_ray and any(v is not None for v in ray.values()):
+        return _error("--ray-address, --loops-per-gpu and --accelerator-type need --executor ray")
     try:
-        device, gpu = device_and_gpu(config.device)
+        device, gpu = (config.device, "") if on_ray else device_and_gpu(config.device)
     except ValueError as exc:
         return _error(str(exc))
     try:
         executor = EXECUTORS.make(board_config.executor, device=device, gpus=board_config.gpus,
-                                  workers=board_config.workers)
+                                  workers=board_config.workers, **(ray if on_ray else {}))
+        if on_ray:
+            device, gpu = executor.machine
         kernels_dir = str(Path(kernels_dir).resolve()) if kernels_dir else ""
         board = open_board(config.results_dir, name=name, suite=board_config.suite, task_paths=task_paths,
                            mode=mode, config=config.to_dict(), device=device, gpu=gpu, kernels_dir=kernels_dir)
