@@ -171,7 +171,9 @@ def _manual(path: Path, overrides: dict, budget: CpuBudget) -> CpuPlan:
     except Exception:  # noqa: BLE001
         before = None
     try:
-        after = run_for_real(path, overrides)
+        after = measure(_import(path, overrides))   # NOTE: on meta first: sizes still too large must not allocate
+        if after.fits(budget.max_bytes, budget.max_flops):
+            after = run_for_real(path, overrides)
     except TaskError:
         raise
     except Exception as exc:  # the user's sizes break the reference: theirs to change

@@ -78,7 +78,7 @@ def with_constants(tree: ast.Module, overrides: dict, path: Path | str = "task")
     overrides = {k: tuple(v) if isinstance(v, list) else v for k, v in overrides.items()}
     unknown = [k for k in overrides if k not in known]
     if unknown:
-        listed = ", ".join(known) or "none"
+        listed = ", ".join(f"{k}={v!r}".replace(" ", "") for k, v in known.items()) or "none"
         raise TaskError(f"{path}: {', '.join(unknown)} is not a module-level integer constant of the task "
                         f"(its constants: {listed})")
     for key, value in overrides.items():
