@@ -56,7 +56,7 @@ class CpuBudget:
 
     max_bytes: int = 8 * 2**20         # full-size inputs + outputs + parameters a check may use as they are
     max_flops: float = 1e8             # full-size matmul/conv FLOPs the same (1024^3 fp32: 2.1e9 FLOP, 29 s)
-    target_bytes: int = 4 * 2**20      # derived shapes aim at most this (1M fp32 elements)
+    target_bytes: int = 2 * 2**20      # derived shapes aim at most this (512K fp32 elements, in and out together)
     target_flops: float = 2e7          # and at most this
 
 
