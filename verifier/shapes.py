@@ -197,6 +197,7 @@ def _derive(path: Path, full: Footprint, budget: CpuBudget) -> CpuPlan:
                                                  f"{KEEP_AT_MOST} (sizes written into get_inputs() or Model itself)")
     tried: set = set()
     last_problem, smallest = "", None
+    over_target: list[tuple[dict, Footprint]] = []   # ran on meta, over the target but within the budget
     for keep_divisibility in (False, True):
         for exponent in EXPONENTS:
             if time.perf_counter() - started > SEARCH_DEADLINE_S:
@@ -214,26 +215,44 @@ def _derive(path: Path, full: Footprint, budget: CpuBudget) -> CpuPlan:
                 last_problem = f"{_overrides_text(overrides)}: {_one_line(exc)}"
                 continue
             if not small.fits(budget.target_bytes, budget.target_flops):
-                smallest = small
+                smallest = small if smallest is None or small.bytes < smallest.bytes else smallest
+                if small.fits(budget.max_bytes, budget.max_flops):
+                    over_target.append((overrides, small))
                 continue   # still too large: a smaller exponent next
-            try:
-                real = run_for_real(path, overrides)
-            except Exception as exc:  # noqa: BLE001 - it ran on meta but not for real (data-dependent code)
-                last_problem = f"{_overrides_text(overrides)}: on the CPU: {_one_line(exc)}"
-                continue
-            if not real.fits(budget.max_bytes, budget.max_flops):
-                smallest = real
-                continue
-            changes = ", ".join(f"{n} {_value_text(constants[n])}->{_value_text(v)}" for n, v in overrides.items())
-            note = (f"checked on derived shapes {shapes_text(real.input_shapes)} instead of "
-                    f"{shapes_text(full.input_shapes)} ({changes}): no get_small_inputs(), and the full inputs need "
-                    f"{full.describe()}")
-            return CpuPlan(how="derived", overrides=overrides, note=note, footprint=real)
+            plan, problem = _confirm(path, overrides, constants, full, budget)
+            if plan is not None:
+                return plan
+            last_problem = problem
+    # NOTE: nothing under the target (sizes the file does not let shrink, such as a conv's fixed channels):
+    # the smallest that still fits the budget, though the check will be slower
+    for overrides, _ in sorted(over_target, key=lambda pair: (pair[1].flops, pair[1].bytes)):
+        plan, problem = _confirm(path, overrides, constants, full, budget)
+        if plan is not None:
+            return plan
+        last_problem = problem
+    reasons = []
+    if smallest is not None:
+        reasons.append(f"the smallest derived shapes need {smallest.describe()}")
     if last_problem:
-        why = f"the reference rejected the derived sizes ({last_problem})"
-    else:
-        why = f"even the smallest derived shapes need {smallest.describe()}" if smallest else "no sizes to try"
-    raise _no_derivation(path, full, budget, why)
+        reasons.append(f"the reference rejected the others ({last_problem})" if smallest else
+                       f"the reference rejected the derived sizes ({last_problem})")
+    raise _no_derivation(path, full, budget, "; ".join(reasons) or "no sizes to try")
+
+
+def _confirm(path: Path, overrides: dict, constants: dict, full: Footprint,
+             budget: CpuBudget) -> tuple[CpuPlan | None, str]:
+    """The plan for these overrides once the reference ran on them for real; else (None, why not)."""
+    try:
+        real = run_for_real(path, overrides)
+    except Exception as exc:  # noqa: BLE001 - it ran on meta but not for real (data-dependent code)
+        return None, f"{_overrides_text(overrides)}: on the CPU: {_one_line(exc)}"
+    if not real.fits(budget.max_bytes, budget.max_flops):
+        return None, f"{_overrides_text(overrides)}: {real.describe()} on the CPU"
+    changes = ", ".join(f"{n} {_value_text(constants[n])}->{_value_text(v)}" for n, v in overrides.items())
+    note = (f"checked on derived shapes {shapes_text(real.input_shapes)} instead of "
+            f"{shapes_text(full.input_shapes)} ({changes}): no get_small_inputs(), and the full inputs need "
+            f"{full.describe()}")
+    return CpuPlan(how="derived", overrides=overrides, note=note, footprint=real), ""
 
 
 def shrink(values, exponent: float, keep_divisibility: bool = False) -> dict[int, int]:
@@ -293,7 +312,7 @@ def _overrides_text(overrides: dict) -> str:
 
 def _value_text(value) -> str:
     if isinstance(value, (tuple, list)):
-        return "(" + ",".join(str(v) for v in value) + ")"
+        return "(" + ",".join(str(v) for v in value) + ("," if len(value) == 1 else "") + ")"
     return str(value)
 
 

@@ -59,9 +59,9 @@ def import_task_module(path: Path, name: str = "kgen_task", overrides: dict | No
 def size_constants(tree: ast.Module) -> dict[str, int | tuple[int, ...]]:
     """The module-level constants a file assigns a literal integer, or a tuple of them, in source order.
 
-    `batch_size = 4096`, `dim: int = 393216`, `rows, cols = 127, 781` and `shape = (64, 128)` count;
-    bools, floats, negative numbers and anything computed (`shape = (batch_size, dim)`) do not: what is
-    computed follows the constants it is computed from.
+    `batch_size = 4096`, `M = 1024 * 2` (KernelBench writes sizes so), `dim: int = 393216`,
+    `rows, cols = 127, 781` and `shape = (64, 128)` count; bools, floats, negative numbers and anything
+    computed from names (`shape = (batch_size, dim)`) do not: that follows the constants it reads.
     """
     found: dict[str, int | tuple[int, ...]] = {}
     for node in tree.body:
@@ -116,9 +116,21 @@ def _replace(node: ast.stmt, old: ast.expr, new: ast.expr) -> None:
     elts[next(i for i, e in enumerate(elts) if e is old)] = new
 
 
+_FOLDED = {ast.Add: lambda a, b: a + b, ast.Mult: lambda a, b: a * b, ast.Sub: lambda a, b: a - b,
+           ast.FloorDiv: lambda a, b: a // b if b else None, ast.Pow: lambda a, b: a ** b if 0 <= b <= 64 else None,
+           ast.LShift: lambda a, b: a << b if 0 <= b <= 64 else None}
+
+
 def _int_literal(value: ast.expr) -> int | tuple[int, ...] | None:
+    """The value of an integer written with literals only (`4096`, `1024 * 2`, `2 ** 20`), or a tuple of them."""
     if isinstance(value, ast.Constant) and type(value.value) is int and value.value >= 0:
         return value.value
+    if isinstance(value, ast.BinOp) and type(value.op) in _FOLDED:
+        left, right = _int_literal(value.left), _int_literal(value.right)
+        if type(left) is int and type(right) is int:
+            folded = _FOLDED[type(value.op)](left, right)
+            return folded if folded is not None and folded >= 0 else None
+        return None
     if isinstance(value, ast.Tuple) and value.elts:
         items = [_int_literal(e) for e in value.elts]
         if all(type(i) is int for i in items):

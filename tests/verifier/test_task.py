@@ -204,3 +204,12 @@ def test_without_a_device_the_task_is_as_written(tmp_path):
     path.write_text(SIZED + "\ndef get_small_init_inputs():\n    return [7]\n")
     module = import_task_module(path, "kgen_test_sized7")
     assert module.get_init_inputs() == []
+
+
+def test_sizes_written_as_literal_arithmetic_are_constants(tmp_path):
+    import ast
+
+    from verifier.task import size_constants
+
+    found = size_constants(ast.parse("M = 1024 * 2\nK = 2 ** 12\nshape = (8192 * 2,)\nx = M * 2\n"))
+    assert found == {"M": 2048, "K": 4096, "shape": (16384,)}
