@@ -158,3 +158,10 @@ def test_parse_small_shapes():
 def test_parse_small_shapes_rejects_malformed(text):
     with pytest.raises(ValueError):
         parse_small_shapes(text)
+
+
+def test_derived_shapes_never_leave_the_output_empty(tmp_path):
+    task = tmp_path / "tail.py"
+    task.write_text((KB / "19_ReLU_large.py").read_text().replace("return torch.relu(x)", "return torch.relu(x[:, 2000:])"))
+    plan = plan_cpu_check(task)
+    assert plan.overrides["dim"] > 2000
