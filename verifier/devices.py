@@ -4,8 +4,8 @@ KernelBench task files often put their tensors on the GPU themselves
 (`torch.rand(...).cuda()`, `device="cuda"`, `.to("cuda")`, `Model().cuda()`).
 On a machine checked on the CPU those calls fail before any kernel is seen.
 `on_device("cpu")` is a context manager under which every such call lands on
-the given device instead ("cpu" for a CPU check, "meta" to measure a task
-without memory):
+the given device instead ("cpu" for a CPU check; "meta" to measure a task
+without memory, where an explicit `device="cpu"` goes to meta as well):
 
     from verifier.devices import on_device
     with on_device("cpu"):
@@ -30,14 +30,15 @@ import shutil
 from pathlib import Path
 
 
-def _is_cuda(device) -> bool:
+def _device_type(device) -> str | None:
+    """"cuda" for "cuda", "cuda:1" or torch.device("cuda"); "cpu" likewise; None for anything else."""
     import torch
 
     if isinstance(device, torch.device):
-        return device.type == "cuda"
-    if isinstance(device, str):
-        return device == "cuda" or device.startswith("cuda:")
-    return False
+        return device.type
+    if isinstance(device, str) and device.split(":", 1)[0] in ("cuda", "cpu"):
+        return device.split(":", 1)[0]
+    return None
 
 
 def _mode_class():
@@ -56,18 +57,23 @@ def _mode_class():
         def __init__(self, target: str):
             super().__init__()
             self.target = torch.device(target)
+            # NOTE: measuring on meta must allocate nothing: an explicit device="cpu" moves there too
+            self.moved = ("cuda", "cpu") if self.target.type == "meta" else ("cuda",)
+
+        def _moves(self, device) -> bool:
+            return _device_type(device) in self.moved
 
         def __torch_function__(self, func, types, args=(), kwargs=None):
             kwargs = dict(kwargs or {})
             if func in cuda_methods:
                 # Tensor.cuda(device=None, non_blocking=False, memory_format=...): only the move matters
                 return args[0].to(self.target)
-            if "device" in kwargs and _is_cuda(kwargs["device"]):
+            if "device" in kwargs and self._moves(kwargs["device"]):
                 kwargs["device"] = self.target
-            if func is not torch.device and any(_is_cuda(a) for a in args):
+            if func is not torch.device and any(self._moves(a) for a in args):
                 # NOTE: positional devices are Tensor.to("cuda") and its relatives; torch.device("cuda") itself
                 # is left alone, so code that only names the device still sees what it wrote
-                args = tuple(self.target if _is_cuda(a) else a for a in args)
+                args = tuple(self.target if self._moves(a) else a for a in args)
             return func(*args, **kwargs)
 
     _MODE = DeviceRewrite

@@ -95,3 +95,15 @@ def test_cuda_checkable_with_nvcc_and_headers(monkeypatch, tmp_path):
     monkeypatch.setattr(devices.shutil, "which", lambda name: "/usr/bin/nvcc")
     monkeypatch.setattr(cpp_extension, "include_paths", lambda *a, **k: [str(tmp_path)])
     assert cuda_checkable_here() == (True, "")
+
+
+def test_meta_target_takes_explicit_cpu_tensors_too():
+    with on_device("meta"):
+        x = torch.empty(4096, 393216, device="cpu")
+    assert x.device.type == "meta"
+
+
+def test_cpu_target_leaves_other_devices_alone():
+    with on_device("cpu"):
+        x = torch.empty(3, device="meta")
+    assert x.device.type == "meta"
