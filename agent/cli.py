@@ -24,9 +24,31 @@ import sys
 COMMANDS = ("optimize", "verify", "profile", "leaderboard", "show", "report", "export")
 
 
+def version() -> str:
+    """The installed distribution's version; in a source checkout that is not installed, pyproject.toml's."""
+    from importlib import metadata
+
+    try:
+        return metadata.version("kgen")
+    except metadata.PackageNotFoundError:
+        pass
+    import re
+    from pathlib import Path
+
+    pyproject = Path(__file__).resolve().parents[1] / "pyproject.toml"
+    try:
+        text = pyproject.read_text(encoding="utf-8")
+    except OSError:
+        return "unknown (not installed, no pyproject.toml)"
+    # NOTE: a pattern, not tomllib: Python 3.10 (which kgen supports) has no tomllib
+    found = re.search(r'^\[project\][^\[]*?^version\s*=\s*"([^"]+)"', text, re.M | re.S)
+    return found.group(1) if found else "unknown (pyproject.toml names no version)"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="kgen", description="Make GPU kernels faster than PyTorch, verified.")
     parser.add_argument("--debug", action="store_true", help="show full tracebacks for kgen's own errors")
+    parser.add_argument("--version", action="version", version=f"kgen {version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMANDS:
         try:

@@ -454,7 +454,7 @@ def optimize(task_path: str | Path | None, config: OptimizeConfig, *, resume: st
         store.save_run(run)
 
     try:
-        return _run_loop(task, config, store, run, proposer, device, verify_fn, profile_fn, on_event)
+        return _run_loop(task, config, store, run, proposer, device, verify_fn, profile_fn, on_event, analyze_fn)
     except KeyboardInterrupt:
         # NOTE: Ctrl-C (or SIGTERM/SIGHUP, agent.cli) before the loop's own handler is in place: the run is
         # stored already, so it must not stay "running"
@@ -468,7 +468,8 @@ def optimize(task_path: str | Path | None, config: OptimizeConfig, *, resume: st
 
 
 def _run_loop(task, config: OptimizeConfig, store: Store, run: Run, proposer: Proposer, device: str,
-              verify_fn: VerifyFn | None, profile_fn: ProfileFn | None, on_event: EventFn | None) -> Run:
+              verify_fn: VerifyFn | None, profile_fn: ProfileFn | None, on_event: EventFn | None,
+              analyze_fn: AnalyzeFn | None) -> Run:
     """The stored run's loop, from its verifier's set-up to its end."""
     verify_config = config.verify_config(device, store.root)
     conn, saver = _checkpointer(store)

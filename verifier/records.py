@@ -41,6 +41,11 @@ class Task:
     atol: float | None          # the task's ATOL, when it sets one
     rtol: float | None          # the task's RTOL, when it sets one
     has_small_inputs: bool      # defines get_small_inputs() for the CPU interpreter
+    # For a CPU check (verifier.shapes): module-level constants to rewrite before the task runs
+    # (verifier.task.import_task_module(..., overrides=)), None when the task's own inputs are used;
+    # and what the verdict should say about the shapes checked ("" when nothing to say).
+    small_overrides: dict | None = field(default=None, hash=False)   # NOTE: a dict: kept out of the hash
+    derived_note: str = ""
 
 
 @dataclass(frozen=True)

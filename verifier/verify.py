@@ -182,6 +182,7 @@ def _verify(task: Task, source: str, config: VerifyConfig, worker: Sandbox | Non
         "peaks_override": config.peaks_override,
         "repeat_timing": config.repeat_timing,
         "timing": config.timing,
+        "small_overrides": task.small_overrides if device == "cpu" else None,   # verifier.shapes' derived sizes
     }
     cached, baseline_problem = None, ""
     phases = {"static checks": time.perf_counter() - started}
@@ -201,8 +202,9 @@ def _verify(task: Task, source: str, config: VerifyConfig, worker: Sandbox | Non
     result.phases = _phases(phases, res)
     if device == "cpu":
         result.device = "cpu (Triton interpreter)" if backend == "triton" else "none (nvcc only)"
-        if backend == "triton" and not task.has_small_inputs:
-            result.flags.append("task has no get_small_inputs(): checked on get_inputs() under the interpreter")
+        if backend == "triton" and (task.derived_note or not task.has_small_inputs):
+            result.flags.append(task.derived_note or "task has no get_small_inputs(): checked on get_inputs() under "
+                                                     "the interpreter")
     if baseline_problem:
         result.flags.append(baseline_problem)
     if result.passed and result.timing and cached:

@@ -180,7 +180,8 @@ def run_job(job: dict) -> dict:
 def _load(job: dict):
     from verifier.task import import_task_module
 
-    return import_task_module(os.path.abspath(job["task_path"]), "kgen_task")
+    return import_task_module(os.path.abspath(job["task_path"]), "kgen_task", overrides=job.get("small_overrides"),
+                              device=job.get("device"))
 
 
 def _input_fn(task_mod, device: str):

@@ -40,6 +40,7 @@ from agent.board import EXECUTORS
 from agent.board.records import BoardConfig
 from agent.commands.optimize import add_optimize_flags
 from agent.config import OptimizeConfig
+from agent.flags import positive_int
 
 
 def register(sub) -> None:
@@ -47,7 +48,7 @@ def register(sub) -> None:
                        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("suite", help="a folder of task files, or a text file listing them")
     p.add_argument("--name", help="the board's name (default SUITE-DATE); the same name again resumes it")
-    p.add_argument("--workers", type=int, metavar="N",
+    p.add_argument("--workers", type=positive_int, metavar="N",
                    help="tasks at once: on a CPU default 1; on a GPU at most one per GPU")
     p.add_argument("--gpus", metavar="0,1,...", help="GPUs to use, one worker each (default all)")
     p.add_argument("--verify-only", metavar="DIR",

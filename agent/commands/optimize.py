@@ -24,6 +24,7 @@ import json
 import sys
 
 from agent.config import BACKENDS, DEVICES, PROPOSERS, OptimizeConfig
+from agent.flags import positive_float, positive_int
 from verifier.records import TIMING_METHODS
 
 # flag dest -> OptimizeConfig field, for every flag that sets one
@@ -60,22 +61,22 @@ def add_optimize_flags(p) -> None:
     p.add_argument("--base-url", help="OpenAI-compatible endpoint, e.g. http://localhost:8000/v1 "
                                       "(default $OPENAI_BASE_URL, else OpenAI)")
     p.add_argument("--temperature", type=float, help="sampling temperature for the LLM")
-    p.add_argument("--candidates", type=int, metavar="N",
+    p.add_argument("--candidates", type=positive_int, metavar="N",
                    help=f"proposals per round (default {d['candidates'].default})")
-    p.add_argument("--max-iters", type=int, metavar="N", help=f"rounds at most (default {d['max_iters'].default})")
-    p.add_argument("--target", type=float, metavar="X",
+    p.add_argument("--max-iters", type=positive_int, metavar="N", help=f"rounds at most (default {d['max_iters'].default})")
+    p.add_argument("--target", type=positive_float, metavar="X",
                    help=f"stop at this speedup over the faster of eager and torch.compile "
                         f"(default {d['target'].default})")
     p.add_argument("--sol", type=float, metavar="PCT", help="also stop at this %% of speed-of-light")
-    p.add_argument("--patience", type=int, metavar="N",
+    p.add_argument("--patience", type=positive_int, metavar="N",
                    help=f"stop after N rounds without a better kernel (default {d['patience'].default})")
-    p.add_argument("--budget-usd", type=float, metavar="X", help="stop once the LLM has cost this many dollars")
-    p.add_argument("--budget-tokens", type=int, metavar="N", help="stop once this many tokens were used")
-    p.add_argument("--timeout", type=float, metavar="S", help="stop after S seconds of wall-clock time")
+    p.add_argument("--budget-usd", type=positive_float, metavar="X", help="stop once the LLM has cost this many dollars")
+    p.add_argument("--budget-tokens", type=positive_int, metavar="N", help="stop once this many tokens were used")
+    p.add_argument("--timeout", type=positive_float, metavar="S", help="stop after S seconds of wall-clock time")
     p.add_argument("--device", choices=DEVICES, help="where candidates run (default auto: CUDA when present)")
     p.add_argument("--keep-going", action="store_true", default=None,
                    help="do not stop when the goal is met; use the whole budget looking for faster kernels")
-    p.add_argument("--verify-timeout", type=float, metavar="S",
+    p.add_argument("--verify-timeout", type=positive_float, metavar="S",
                    help=f"wall-clock limit per candidate (default {d['verify_timeout_s'].default:g} s)")
     p.add_argument("--timing", choices=TIMING_METHODS,
                    help="graph: candidate and baselines replayed from CUDA graphs, the device's time (default); "

@@ -1,5 +1,12 @@
 """`kgen verify TASK KERNEL [--json] [--device cpu|cuda] [--timing graph|events]`: the verdict on one kernel.
 
+    kgen verify tasks/softmax.py kernel.py
+    kgen verify level1/19_ReLU.py kernel.py --device cpu --small-shapes batch_size=7,dim=129
+
+On the CPU a task too large for the Triton interpreter is checked on its
+get_small_inputs(), or on shapes derived from its size constants
+(verifier.shapes; docs/kernelbench.md), which the verdict names.
+
 Prints the status, the reason, the feedback and (on a GPU) timings and
 speedups; `--json` prints the VerifyResult instead. Exit code 0 only when the
 kernel passed; 1 when it did not; 2 for a malformed task or a missing file.
@@ -12,6 +19,7 @@ import json
 import sys
 from pathlib import Path
 
+from agent.flags import positive_float, positive_int, small_shapes
 from verifier.protocols import protocol, reported_ms
 from verifier.records import TIMING_METHODS, VerifyConfig
 
@@ -23,10 +31,16 @@ def register(sub) -> None:
     p.add_argument("kernel", help="candidate file defining ModelNew")
     p.add_argument("--json", action="store_true", help="print the VerifyResult as JSON")
     p.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto")
-    p.add_argument("--trials", type=int, default=5, help="correctness trials (default 5)")
-    p.add_argument("--timeout", type=float, default=180.0, help="wall-clock limit in seconds (default 180)")
+    p.add_argument("--trials", type=positive_int, default=5, help="correctness trials (default 5)")
+    p.add_argument("--verify-timeout", type=positive_float, default=180.0, dest="timeout", metavar="S",
+                   help="wall-clock limit in seconds (default 180)")
+    p.add_argument("--timeout", type=positive_float, dest="timeout", default=argparse.SUPPRESS,
+                   help=argparse.SUPPRESS)   # the older spelling; --verify-timeout as in kgen optimize
+    p.add_argument("--small-shapes", type=small_shapes, metavar="NAME=VALUE,...",
+                   help="on the CPU: check on these values of the task's module-level size constants "
+                        "(e.g. batch_size=7,dim=129) instead of its small or derived shapes")
     p.add_argument("--no-baselines", action="store_true", help="skip the torch.compile baselines")
-    p.add_argument("--reps", type=int, default=100, help="timed repetitions (default 100)")
+    p.add_argument("--reps", type=positive_int, default=100, help="timed repetitions (default 100)")
     p.add_argument("--timing", choices=TIMING_METHODS, default=VerifyConfig.timing,
                    help="graph: candidate and baselines captured in CUDA graphs and replayed, the device's time "
                         "(default); events: each call timed as issued, the host's cost of the call included; "
@@ -52,6 +66,7 @@ def read_candidate(path: str) -> str:
 
 
 def run(args) -> int:
+    from verifier.config_checks import check_verify_config
     from verifier.verify import prestart_worker, verify
 
     # NOTE: the worker starts first, so that its start-up (torch, triton, CUDA) overlaps the task's loading
@@ -60,12 +75,13 @@ def run(args) -> int:
     with prestart_worker() as worker:
         from verifier.task import load_task
 
-        task = load_task(args.task)
+        task = load_task(args.task, small_shapes=args.small_shapes, device=args.device)
         config = VerifyConfig(device=args.device, trials=args.trials, timeout_s=args.timeout,
                               baselines=not args.no_baselines, reps=args.reps, timing=args.timing)
         try:
+            check_verify_config(config)   # argparse bounds the flags; this bounds what reaches the verifier
             result = verify(task, source, config, worker=worker)
-        except RuntimeError as exc:  # e.g. --device cuda without a GPU
+        except (RuntimeError, ValueError) as exc:  # e.g. --device cuda without a GPU; a setting out of bounds
             print(f"kgen: error: {exc}", file=sys.stderr)
             return 2
     if args.json:

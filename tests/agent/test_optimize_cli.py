@@ -98,8 +98,9 @@ def test_missing_task_file_is_a_usage_error(tmp_path, results, capsys):
 
 
 def test_bad_flag_value_is_a_usage_error(task_path, results, capsys):
-    assert main(["optimize", str(task_path), "--candidates", "0"]) == 2
-    assert "--candidates must be at least 1" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exc:   # argparse's own usage error (agent.flags), exit 2
+        main(["optimize", str(task_path), "--candidates", "0"])
+    assert exc.value.code == 2 and "--candidates: must be at least 1" in capsys.readouterr().err
 
 
 def test_unknown_run_to_resume_is_a_usage_error(results, capsys):

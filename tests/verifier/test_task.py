@@ -111,3 +111,105 @@ def test_cli_debug_shows_traceback(tmp_path):
     done = subprocess.run([sys.executable, "-m", "agent", "--debug", "verify", str(task), str(kernel)],
                           capture_output=True, text=True, cwd=ROOT)
     assert done.returncode != 0 and "Traceback" in done.stderr
+
+
+# ----------------------------------------------------------------------------------------------
+# constants overridden at import (what a CPU check of a KernelBench-size task runs on)
+
+SIZED = """
+import torch
+import torch.nn as nn
+
+class Model(nn.Module):
+    def forward(self, x):
+        return x * 2
+
+batch_size = 4096
+dim: int = 393216
+rows, cols = 61, 3001
+shape = (batch_size, dim)
+fixed = (4, 8)
+
+def get_inputs():
+    return [torch.rand(shape)]
+
+def get_init_inputs():
+    return []
+"""
+
+
+def _sized(tmp_path):
+    path = tmp_path / "sized.py"
+    path.write_text(SIZED)
+    return path
+
+
+def test_size_constants_found(tmp_path):
+    import ast
+
+    from verifier.task import size_constants
+
+    found = size_constants(ast.parse(_sized(tmp_path).read_text()))
+    assert found == {"batch_size": 4096, "dim": 393216, "rows": 61, "cols": 3001, "fixed": (4, 8)}
+
+
+def test_override_reaches_values_computed_at_import(tmp_path):
+    from verifier.task import import_task_module
+
+    module = import_task_module(_sized(tmp_path), "kgen_test_sized", overrides={"batch_size": 3, "dim": 5})
+    assert module.shape == (3, 5)
+
+
+def test_override_of_an_unpacked_constant(tmp_path):
+    from verifier.task import import_task_module
+
+    module = import_task_module(_sized(tmp_path), "kgen_test_sized2", overrides={"cols": 7})
+    assert (module.rows, module.cols) == (61, 7)
+
+
+def test_override_of_a_tuple_constant_from_json_list(tmp_path):
+    from verifier.task import import_task_module
+
+    module = import_task_module(_sized(tmp_path), "kgen_test_sized3", overrides={"fixed": [3, 5]})
+    assert module.fixed == (3, 5)
+
+
+def test_override_of_an_unknown_name_is_a_task_error(tmp_path):
+    from verifier.task import import_task_module
+
+    with pytest.raises(TaskError, match="shape is not a module-level integer constant"):
+        import_task_module(_sized(tmp_path), "kgen_test_sized4", overrides={"shape": (3, 5)})
+
+
+def test_override_of_the_wrong_kind_is_a_task_error(tmp_path):
+    from verifier.task import import_task_module
+
+    with pytest.raises(TaskError, match="cannot replace it"):
+        import_task_module(_sized(tmp_path), "kgen_test_sized5", overrides={"fixed": 3})
+
+
+def test_cpu_view_uses_small_init_inputs(tmp_path):
+    from verifier.task import import_task_module
+
+    path = tmp_path / "init.py"
+    path.write_text(SIZED + "\ndef get_small_init_inputs():\n    return [7]\n")
+    module = import_task_module(path, "kgen_test_sized6", device="cpu")
+    assert module.get_init_inputs() == [7]
+
+
+def test_without_a_device_the_task_is_as_written(tmp_path):
+    from verifier.task import import_task_module
+
+    path = tmp_path / "init.py"
+    path.write_text(SIZED + "\ndef get_small_init_inputs():\n    return [7]\n")
+    module = import_task_module(path, "kgen_test_sized7")
+    assert module.get_init_inputs() == []
+
+
+def test_sizes_written_as_literal_arithmetic_are_constants(tmp_path):
+    import ast
+
+    from verifier.task import size_constants
+
+    found = size_constants(ast.parse("M = 1024 * 2\nK = 2 ** 12\nshape = (8192 * 2,)\nx = M * 2\n"))
+    assert found == {"M": 2048, "K": 4096, "shape": (16384,)}

@@ -1,0 +1,129 @@
+"""Device-neutral tasks: a task written for CUDA, checked on another device; and whether CUDA sources can be.
+
+KernelBench task files often put their tensors on the GPU themselves
+(`torch.rand(...).cuda()`, `device="cuda"`, `.to("cuda")`, `Model().cuda()`).
+On a machine checked on the CPU those calls fail before any kernel is seen.
+`on_device("cpu")` is a context manager under which every such call lands on
+the given device instead ("cpu" for a CPU check; "meta" to measure a task
+without memory, where an explicit `device="cpu"` goes to meta as well):
+
+    from verifier.devices import on_device
+    with on_device("cpu"):
+        inputs = module.get_inputs()        # .cuda() inside returns a CPU tensor
+
+It is a TorchFunctionMode: it sees torch's functions and Tensor methods
+(`Tensor.cuda`, `Tensor.to`, factories with `device=`), so `nn.Module.cuda()`
+and `.to("cuda")` are covered too, since they move each parameter through
+those. It is meant for the task's own code (the trusted reference), never
+around a candidate.
+
+`cuda_checkable_here()` says whether a `load_inline` CUDA candidate can be
+compiled here at all: nvcc present and torch built with its CUDA headers.
+
+    python -m verifier.devices      # prints what this machine can check
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+
+def _device_type(device) -> str | None:
+    """"cuda" for "cuda", "cuda:1" or torch.device("cuda"); "cpu" likewise; None for anything else."""
+    import torch
+
+    if isinstance(device, torch.device):
+        return device.type
+    if isinstance(device, str) and device.split(":", 1)[0] in ("cuda", "cpu"):
+        return device.split(":", 1)[0]
+    return None
+
+
+def _mode_class():
+    """The TorchFunctionMode subclass, built on first use so that importing this module needs no torch."""
+    global _MODE
+    if _MODE is not None:
+        return _MODE
+    import torch
+    from torch.overrides import TorchFunctionMode
+
+    cuda_methods = {torch.Tensor.cuda}
+
+    class DeviceRewrite(TorchFunctionMode):
+        """Rewrites CUDA device arguments of torch calls to one target device."""
+
+        def __init__(self, target: str):
+            super().__init__()
+            self.target = torch.device(target)
+            # NOTE: measuring on meta must allocate nothing: an explicit device="cpu" moves there too
+            self.moved = ("cuda", "cpu") if self.target.type == "meta" else ("cuda",)
+
+        def _moves(self, device) -> bool:
+            return _device_type(device) in self.moved
+
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            kwargs = dict(kwargs or {})
+            if func in cuda_methods:
+                # Tensor.cuda(device=None, non_blocking=False, memory_format=...): only the move matters
+                return args[0].to(self.target)
+            if "device" in kwargs and self._moves(kwargs["device"]):
+                kwargs["device"] = self.target
+            if func is not torch.device and any(self._moves(a) for a in args):
+                # NOTE: positional devices are Tensor.to("cuda") and its relatives; torch.device("cuda") itself
+                # is left alone, so code that only names the device still sees what it wrote
+                args = tuple(self.target if self._moves(a) else a for a in args)
+            return func(*args, **kwargs)
+
+    _MODE = DeviceRewrite
+    return _MODE
+
+
+_MODE = None
+
+
+def on_device(target: str):
+    """A context manager under which CUDA device arguments in torch calls mean `target` ("cpu" or "meta")."""
+    return _mode_class()(target)
+
+
+def mentions_cuda(source: str) -> bool:
+    """True when a task's source could put tensors on the GPU itself (the rewrite is only needed then)."""
+    return "cuda" in source
+
+
+def cuda_checkable_here() -> tuple[bool, str]:
+    """(True, "") when a load_inline CUDA candidate can be compiled here; else (False, why not).
+
+    Needs nvcc (on PATH, or under CUDA_HOME / CUDA_PATH) and torch's CUDA headers: a CPU build of
+    torch ships without c10/cuda/CUDAStream.h, so load_inline cannot compile a CUDA extension
+    against it even where nvcc exists.
+    """
+    nvcc = shutil.which("nvcc")
+    if nvcc is None:
+        for var in ("CUDA_HOME", "CUDA_PATH"):
+            root = os.environ.get(var)
+            if root and (Path(root) / "bin" / "nvcc").is_file():
+                nvcc = str(Path(root) / "bin" / "nvcc")
+                break
+    if nvcc is None:
+        return False, "no nvcc here (not on PATH, nor under CUDA_HOME or CUDA_PATH)"
+    try:
+        import torch
+        from torch.utils import cpp_extension
+
+        # NOTE: the plain (CPU) include paths: asking for CUDA's raises where CUDA_HOME is unset; torch's own
+        # include folder holds c10/cuda in every build made with CUDA
+        dirs = cpp_extension.include_paths()
+    except Exception as exc:  # noqa: BLE001 - a torch that cannot say where its headers are cannot build them
+        return False, f"torch's C++ include paths are unknown here ({type(exc).__name__}: {exc})"
+    if not any((Path(d) / "c10" / "cuda" / "CUDAStream.h").is_file() for d in dirs):
+        return False, (f"torch {torch.__version__} here has no CUDA headers (c10/cuda/CUDAStream.h): "
+                       f"a CPU build of torch cannot compile a load_inline CUDA extension")
+    return True, ""
+
+
+if __name__ == "__main__":
+    ok, why = cuda_checkable_here()
+    print("load_inline CUDA candidates: " + ("can be compiled here" if ok else f"not checkable here: {why}"))
