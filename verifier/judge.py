@@ -79,13 +79,15 @@ class CandidateProcess:
     both directories; so do garbage collection and the parent's exit (the sandbox's own finalizer).
     """
 
-    def __init__(self, output_cap_bytes: int = VerifyConfig.output_cap_bytes, prestart: bool = True):
+    def __init__(self, output_cap_bytes: int = VerifyConfig.output_cap_bytes, prestart: bool = True,
+                 argv: list[str] | None = None):
         """prestart=False: the process waits for its job before it imports anything (its start-up is then
-        part of the job's time, as when verify() is called without a worker)."""
+        part of the job's time, as when verify() is called without a worker). argv: another program that
+        speaks verifier.wire in the candidate process's place (the judge trusts it no more)."""
         self.exchange = Path(tempfile.mkdtemp(prefix="kgen-exchange-"))
         try:
             self.wire = JudgeEnd(str(self.exchange))
-            self.sandbox = Sandbox(CANDIDATE_ARGV, output_cap_bytes=output_cap_bytes, cwd=self.exchange,
+            self.sandbox = Sandbox(argv or CANDIDATE_ARGV, output_cap_bytes=output_cap_bytes, cwd=self.exchange,
                                    prestart=prestart)
         except BaseException:
             shutil.rmtree(self.exchange, ignore_errors=True)
