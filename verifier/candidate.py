@@ -230,8 +230,6 @@ class _State:
     # -- build
 
     def build(self, request: dict) -> dict:
-        import torch
-
         from verifier import tensorfile
         from verifier.inputs import build_seeded
 
@@ -328,7 +326,6 @@ class _State:
         import torch
 
         from verifier import tensorfile
-        from verifier.correctness import flatten_outputs
 
         given = [tensorfile.read(a["tensor"], max_bytes=1 << 40).to(self.device) if "tensor" in a else a["value"]
                  for a in request["inputs"]]
@@ -355,7 +352,6 @@ class _State:
         import torch
 
         from verifier import timing
-        from verifier.correctness import flatten_outputs
         from verifier.inputs import input_fn, make_inputs, refresh_seed
 
         gen = input_fn(self.task_mod, "cuda")

@@ -237,7 +237,8 @@ def escaped_stream(t: Timing) -> str | None:
 # each and returns a weighted checksum of every output; the judge's own clock spans request to reply.
 # The judge checks the checksums against its reference on the same inputs (so the K calls really computed
 # K right answers) and subtracts what it measured input generation, the checksums and one round trip of
-# the pipes to cost on its side. What is left, per call, bounds the claimed median from above.
+# the pipes to cost on its side. What is left, per call, bounds the claimed median from below: a claim
+# far under it cannot be what the device spent.
 #
 # NOTE: a bound, not a second measurement: the block's calls are not L2-flushed and run back to back, and
 # the judge's own generation cost is subtracted in full even where the GPU overlapped it with forward.
@@ -245,8 +246,8 @@ def escaped_stream(t: Timing) -> str | None:
 #
 # A third check is designed but not built: the best kernel's ncu run (profiler.ncu) gives the device's
 # own duration per launch, from hardware counters the candidate process cannot write; comparing that sum
-# with the claimed median would bound the claim from below as well. It belongs in the judge next to
-# block_inconsistency, fed by the profiler's per-kernel gpu__time_duration.
+# with the claimed median would bound the claim from below without the host's slack. It belongs in the
+# judge next to block_inconsistency, fed by the profiler's per-kernel gpu__time_duration.
 
 # Graph replays exclude the host's launch path, which an eager call pays: on an H200 that was measured at
 # 0.05-0.12 ms per Python-launched Triton call (see the module docstring). The block replays the captured
