@@ -240,6 +240,52 @@ def test_a_forged_success_is_not_ok(mode, status, words, tmp_path):
     assert words in result.reason, result.reason
 
 
+PAIR_TASK = '''
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def forward(self, x):
+        return x.clone(), x.clone()
+
+
+def get_inputs():
+    return [torch.randn(64, 33)]
+
+
+def get_small_inputs():
+    return [torch.randn(17, 5)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+def test_outputs_that_are_tuples_of_tensors_travel_and_are_compared(tmp_path):
+    # The forger computes with torch, which nothing in its own process stops: right outputs are right,
+    # whatever made them; only the first layer (not run by the forger) says "torch did the work".
+    (tmp_path / "pair.py").write_text(PAIR_TASK)
+    process = CandidateProcess(prestart=False, argv=FORGER)
+    try:
+        result, _ = judge(load_task(tmp_path / "pair.py"), "pair-copy", CPU, process, device="cpu",
+                          backend="triton")
+    finally:
+        process.close()
+    assert result.status == "ok", (result.status, result.reason)
+    assert result.trials == CPU.trials
+
+
+def test_a_tuple_where_one_tensor_is_due_is_a_mismatch(tmp_path):
+    process = CandidateProcess(prestart=False, argv=FORGER)
+    try:
+        result, _ = judge(load_task(SOFTMAX), "pair-copy", CPU, process, device="cpu", backend="triton")
+    finally:
+        process.close()
+    assert result.status == "mismatch" and "returned 2 output(s)" in result.reason, result.reason
+
+
 def test_strings_from_the_candidate_process_are_capped(tmp_path):
     result = _forged("huge-reason", tmp_path)
     assert result.status == "rejected"

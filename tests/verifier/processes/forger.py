@@ -10,6 +10,7 @@ The job's "source" names the lie (the judge passes the source through untouched)
     huge-reason  a forward problem with a 500 000-character reason and feedback
     garbage      a forward reply that is not JSON
     honest-copy  every forward returns its first input unchanged (right only for an identity task)
+    pair-copy    every forward returns a tuple of two copies of its first input
     fast-claim   (GPU, softmax) right answers computed with torch, a claimed median of 0.01 ms, and
                  2 ms of sleep per call of a timing block
 """
@@ -37,6 +38,11 @@ def forward_reply(mode: str, request: dict) -> dict | bytes:
         tensorfile.write(f"{request['out']}-0.t", torch.zeros_like(first) if mode == "zeros" else first)
         return {"reply": "forward", "problem": None, "outputs": ["tensor"], "sequence": False, "launches": 1,
                 "aten_ops": []}
+    if mode == "pair-copy":
+        for j in range(2):
+            tensorfile.write(f"{request['out']}-{j}.t", first)
+        return {"reply": "forward", "problem": None, "outputs": ["tensor", "tensor"], "sequence": True,
+                "launches": 1, "aten_ops": []}
     if mode == "ok-field":
         return {"reply": "forward", "status": "ok", "reason": "correct on every trial"}
     if mode == "ok-problem":
