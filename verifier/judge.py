@@ -214,6 +214,7 @@ class _Session:
         self.floor_ms: float | None = None
         self.judge_ms: float | None = None
         self.res: SandboxResult | None = None
+        self.pending_block: tuple | None = None
         self._thread: threading.Thread | None = None
         self.started = False
         self._last = time.perf_counter()
@@ -512,11 +513,11 @@ class _Session:
         return t
 
     def block(self, t_cand: Timing) -> None:
-        """K calls inside the judge's clock; their checksums checked; the claim bounded by what they took."""
+        """K calls inside the judge's clock. Checked later (check_block), once the candidate process has ended:
+        the judge's own work must not count against the process's time limit."""
         import torch
 
         from verifier import timing
-        from verifier.correctness import flatten_outputs
         from verifier.inputs import block_seed
 
         trips = []
@@ -524,16 +525,28 @@ class _Session:
             t0 = time.perf_counter()
             self.ask("ping", "answering a ping")
             trips.append((time.perf_counter() - t0) * 1e3)
-        calls = timing.block_calls(t_cand.median_ms)
         seed = secrets.randbelow(2**62)
         torch.cuda.synchronize()
         t0 = time.perf_counter()
+        self.inputs(block_seed(seed, 0), "cuda")
+        torch.cuda.synchronize()
+        calls = timing.block_calls(t_cand.median_ms, generation_ms=(time.perf_counter() - t0) * 1e3)
+        t0 = time.perf_counter()
         reply = self.ask("block", "being timed in a block", seed=seed, calls=calls)
         wall_ms = (time.perf_counter() - t0) * 1e3
-        sums = reply["checksums"]
-        if len(sums) != calls:
-            raise ProtocolError(f"{len(sums)} checksums for a block of {calls} calls")
+        if len(reply["checksums"]) != calls:
+            raise ProtocolError(f"{len(reply['checksums'])} checksums for a block of {calls} calls")
+        self.pending_block = (t_cand, seed, calls, wall_ms, min(trips), reply["checksums"])
 
+    def check_block(self) -> None:
+        """The block's checksums against the reference's on the same inputs; the claim against its clock."""
+        import torch
+
+        from verifier import timing
+        from verifier.correctness import flatten_outputs
+        from verifier.inputs import block_seed
+
+        t_cand, seed, calls, wall_ms, round_trip_ms, sums = self.pending_block
         weights = timing.checksum_weights(seed, "cuda")
         replay = t_cand.method == "graph"
         buffers = None
@@ -570,11 +583,12 @@ class _Session:
                                                f"output {j} is wrong: weighted checksum {float(theirs):.6g}, the "
                                                f"reference's {ours:.6g} (at most {allowed:.3g} apart)")
         measure = timing.BlockMeasure(calls=calls, wall_ms=wall_ms, generation_ms=gen_ms, checksum_ms=sum_ms,
-                                      round_trip_ms=min(trips))
+                                      round_trip_ms=round_trip_ms)
         self.judge_ms = timing.block_per_call_ms(measure)
         self.flags.append(f"the judge's clock: {self.judge_ms:.4f} ms per call over a block of {calls} calls "
                           f"(claimed median {t_cand.median_ms:.4f} ms, {t_cand.method})")
         reason = timing.block_inconsistency(t_cand.median_ms, measure)
+        self.mark("the block checked (in the judge, the candidate process closed)")
         if reason:
             raise _Decided("rejected", reason)
 
@@ -674,6 +688,7 @@ def judge(task: Task, source: str, config: VerifyConfig, process: CandidateProce
                   else f"kgen's own failure, not the kernel's: the judge raised {type(exc).__name__}: {str(exc)[:200]}")
         feedback = traceback.format_exc()[-FEEDBACK_CHARS:]
     res = s.finish()
+    s._last = time.perf_counter()   # the process's exit is the sandbox's part of the time, not a stage's
     if res is None and s.started:
         status, reason = "timeout", f"ran past the {config.timeout_s:.0f} s limit; its process group was killed"
     elif res is None:
@@ -693,6 +708,7 @@ def judge(task: Task, source: str, config: VerifyConfig, process: CandidateProce
 
     if status == "ok" and device == "cuda" and config.time_it:
         try:
+            s.check_block()
             s.eager_and_floor()
         except _Decided as d:
             status, reason, feedback = d.status, d.reason, d.feedback

@@ -258,6 +258,7 @@ BLOCK_SLACK_MS = 0.25
 BLOCK_TARGET_MS = 50.0        # the block lasts about this long in claimed time: long against the clock's noise
 BLOCK_MIN_CALLS = 5
 BLOCK_MAX_CALLS = 2000        # inputs are made one set at a time: memory does not grow with K, time does
+BLOCK_GENERATION_MS = 5000.0  # at most this long making a block's inputs, whatever the claim
 CHECKSUM_PERIOD = 1 << 22     # the ±1 weight pattern's length; longer outputs reuse it
 
 
@@ -272,11 +273,18 @@ class BlockMeasure:
     round_trip_ms: float      # one request and reply with no work (a ping)
 
 
-def block_calls(claimed_ms: float, target_ms: float = BLOCK_TARGET_MS) -> int:
-    """K: calls enough for the block to last target_ms at the claimed speed, within the bounds."""
+def block_calls(claimed_ms: float, target_ms: float = BLOCK_TARGET_MS, generation_ms: float = 0.0) -> int:
+    """K: calls enough for the block to last target_ms at the claimed speed, within the bounds.
+
+    generation_ms, one input set's making: K is also kept to what BLOCK_GENERATION_MS of making inputs
+    allows (on each side), so that tasks with large inputs do not spend minutes on them."""
     if not math.isfinite(claimed_ms) or claimed_ms <= 0:
-        return BLOCK_MAX_CALLS
-    return max(BLOCK_MIN_CALLS, min(BLOCK_MAX_CALLS, math.ceil(target_ms / claimed_ms)))
+        wanted = BLOCK_MAX_CALLS
+    else:
+        wanted = math.ceil(target_ms / claimed_ms)
+    if generation_ms > 0:
+        wanted = min(wanted, math.floor(BLOCK_GENERATION_MS / generation_ms))
+    return max(BLOCK_MIN_CALLS, min(BLOCK_MAX_CALLS, wanted))
 
 
 def block_per_call_ms(m: BlockMeasure) -> float:

@@ -204,6 +204,12 @@ def test_the_block_lasts_about_the_target_in_claimed_time():
     assert timing.block_calls(1000.0) == timing.BLOCK_MIN_CALLS
 
 
+def test_large_inputs_shorten_the_block():
+    # 100 ms to make one input set: 50 sets fit the generation budget, though the claim would want 2000
+    assert timing.block_calls(0.01, generation_ms=100.0) == timing.BLOCK_GENERATION_MS // 100.0
+    assert timing.block_calls(0.01, generation_ms=1e6) == timing.BLOCK_MIN_CALLS
+
+
 def test_checksum_weights_are_plus_or_minus_one_and_seeded():
     w = timing.checksum_weights(7, "cpu")
     assert set(w.unique().tolist()) == {-1.0, 1.0}
