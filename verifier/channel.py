@@ -1,17 +1,19 @@
-"""The result channel between a sandboxed child and kgen.
+"""The one-shot result channel between a sandboxed child and kgen.
 
 The parent creates a pipe and a random key; the child gets the pipe's write
-end as an inherited file descriptor and the key on its stdin (read once, before
-any candidate code is imported, then closed). The child's harness sends exactly
-one message: JSON, signed with HMAC-SHA256 under that key. The parent accepts
-only a message whose signature checks out, so a candidate that prints a
-verdict-shaped line to stdout, writes a results file, or writes to the pipe
-without the key produces no verdict at all ("crashed"), never a pass.
+end as an inherited file descriptor and the key on its stdin (read once, then
+closed). The child sends exactly one message: JSON, signed with HMAC-SHA256
+under that key. The parent accepts only a message whose signature checks out,
+so a child's stdout, files or stray writes to the pipe produce no result at all.
 
-NOTE: the key lives in the child's memory while the candidate runs. A candidate
-that reads the harness's memory could find it; the static checks reject the
-ways in (gc, inspect, frames, ctypes), which is why they and this channel come
-together.
+Who uses it: the sandbox (verifier.sandbox) frames every one-shot child's
+result with it, and two trusted children send theirs over it: the torch.compile
+baselines job (verifier.baseline_job) and the profiler's child
+(profiler/ncu_child.py). The candidate process does not: it closes the
+descriptor before the candidate is imported, and the judge (verifier.judge)
+reads nothing from it. A signature proves only that the harness's code wrote a
+message, and in a process that runs candidate code that proves nothing; the
+judge decides from what it checks itself instead (docs/threat-model.md).
 """
 
 from __future__ import annotations

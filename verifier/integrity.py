@@ -67,7 +67,8 @@ WATCHED_CLASSES = [
 ]
 # Every verifier module the worker uses: whole namespaces, and the classes they define.
 VERIFIER_MODULES = ["verifier.audit", "verifier.channel", "verifier.correctness", "verifier.integrity",
-                    "verifier.launches", "verifier.records", "verifier.task", "verifier.timing", "verifier.worker"]
+                    "verifier.launches", "verifier.records", "verifier.task", "verifier.timing", "verifier.candidate",
+                    "verifier.inputs", "verifier.tensorfile", "verifier.wire"]
 FLAGS = [("torch.backends.cuda.matmul", "allow_tf32"), ("torch.backends.cudnn", "allow_tf32"),
          ("torch.backends.cudnn", "deterministic"), ("torch.backends.cudnn", "enabled"),
          ("torch.backends.cuda.matmul", "allow_fp16_reduced_precision_reduction"),

@@ -28,6 +28,8 @@ STATUSES = (
     "timeout",        # it ran past the wall-clock limit; its process group was killed
     "crashed",        # its process died without a verdict (segfault, exit, OOM kill)
     "not_run",        # a CUDA candidate compiled with nvcc on a machine with no GPU: nothing was executed
+    "harness_error",  # kgen's own failure (the judge raised, the reference failed, the judge ran out of
+                      # memory): never charged to the kernel
 )
 
 
@@ -103,6 +105,7 @@ class VerifyResult:
     baselines: dict[str, Timing] = field(default_factory=dict)   # "eager", "compile", "compile-max-autotune"
     speedups: dict[str, float] = field(default_factory=dict)     # baseline median / candidate median
     floor_ms: float | None = None    # roofline floor for this task on this GPU
+    judge_ms_per_call: float | None = None  # per call, by the judge's own clock around a block of calls (GPU)
     flags: list[str] = field(default_factory=list)      # for a person to review; not a rejection
     isolation: list[str] = field(default_factory=list)  # what the sandbox could and could not enforce
     aten_ops: list[str] = field(default_factory=list)   # ops the candidate's forward issued through torch

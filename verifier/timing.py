@@ -44,9 +44,11 @@ what is used here.
 
 from __future__ import annotations
 
+import math
 import random
 import statistics
 import time
+from dataclasses import dataclass
 
 import torch
 
@@ -309,3 +311,98 @@ def kernelbench_timing(times_ms: list[float], *, sync_ms: float | None = None,
                   p10_ms=_percentile(ordered, 0.1), p90_ms=_percentile(ordered, 0.9), reps=len(times_ms),
                   sync_ms=sync_ms, host_ms=host_ms, method="kernelbench",
                   std_ms=statistics.pstdev(times_ms), max_ms=ordered[-1])
+
+
+# ----------------------------------------------------------------------------------------------
+# the judge's clock around a block of calls
+#
+# The in-process timing above runs in the candidate's process, so a candidate that reaches the harness
+# could report any number. The judge therefore also times a block: it sends a seed nobody knew before and
+# a number of calls K; the candidate's harness generates K input sets from that seed, calls forward on
+# each and returns a weighted checksum of every output; the judge's own clock spans request to reply.
+# The judge checks the checksums against its reference on the same inputs (so the K calls really computed
+# K right answers) and subtracts what it measured input generation, the checksums and one round trip of
+# the pipes to cost on its side. What is left, per call, bounds the claimed median from below: a claim
+# far under it cannot be what the device spent.
+#
+# NOTE: a bound, not a second measurement: the block's calls are not L2-flushed and run back to back, and
+# the judge's own generation cost is subtracted in full even where the GPU overlapped it with forward.
+# Both err towards the candidate, so only a claimed time well below what the device can have spent fails.
+#
+# A third check is designed but not built: the best kernel's ncu run (profiler.ncu) gives the device's
+# own duration per launch, from hardware counters the candidate process cannot write; comparing that sum
+# with the claimed median would bound the claim from below without the host's slack. It belongs in the
+# judge next to block_inconsistency, fed by the profiler's per-kernel gpu__time_duration.
+
+# Graph replays exclude the host's launch path, which an eager call pays: on an H200 that was measured at
+# 0.05-0.12 ms per Python-launched Triton call (see the module docstring). The block replays the captured
+# graph when there is one, but falls back to eager calls, so per call it allows that cost twice over
+# (SLACK), and half again of the claim itself for the block's scheduling noise (MARGIN).
+BLOCK_MARGIN = 1.5
+BLOCK_SLACK_MS = 0.25
+BLOCK_TARGET_MS = 50.0        # the block lasts about this long in claimed time: long against the clock's noise
+BLOCK_MIN_CALLS = 5
+BLOCK_MAX_CALLS = 2000        # inputs are made one set at a time: memory does not grow with K, time does
+BLOCK_GENERATION_MS = 5000.0  # at most this long making a block's inputs, whatever the claim
+CHECKSUM_PERIOD = 1 << 22     # the ±1 weight pattern's length; longer outputs reuse it
+
+
+@dataclass(frozen=True)
+class BlockMeasure:
+    """What the judge measured around one block (all by its own clock, in ms)."""
+
+    calls: int
+    wall_ms: float            # request sent to reply read
+    generation_ms: float      # making the K input sets, as the judge measured it on its side
+    checksum_ms: float        # the K outputs' weighted checksums, as the judge measured them
+    round_trip_ms: float      # one request and reply with no work (a ping)
+
+
+def block_calls(claimed_ms: float, target_ms: float = BLOCK_TARGET_MS, generation_ms: float = 0.0) -> int:
+    """K: calls enough for the block to last target_ms at the claimed speed, within the bounds.
+
+    generation_ms, one input set's making: K is also kept to what BLOCK_GENERATION_MS of making inputs
+    allows (on each side), so that tasks with large inputs do not spend minutes on them."""
+    if not math.isfinite(claimed_ms) or claimed_ms <= 0:
+        wanted = BLOCK_MAX_CALLS
+    else:
+        wanted = math.ceil(target_ms / claimed_ms)
+    if generation_ms > 0:
+        wanted = min(wanted, math.floor(BLOCK_GENERATION_MS / generation_ms))
+    return max(BLOCK_MIN_CALLS, min(BLOCK_MAX_CALLS, wanted))
+
+
+def block_per_call_ms(m: BlockMeasure) -> float:
+    """Per-call time the block shows: (wall - generation - checksums - one round trip) / K, at least 0."""
+    return max(0.0, (m.wall_ms - m.generation_ms - m.checksum_ms - m.round_trip_ms) / max(m.calls, 1))
+
+
+def block_inconsistency(claimed_ms: float, m: BlockMeasure, margin: float = BLOCK_MARGIN,
+                        slack_ms: float = BLOCK_SLACK_MS) -> str | None:
+    """The reason to reject when the claimed median cannot be what the block took per call, else None."""
+    per_call = block_per_call_ms(m)
+    if claimed_ms * margin + slack_ms >= per_call:
+        return None
+    return (f"timing inconsistent: claimed {claimed_ms:.4f} ms per call, the judge measured {per_call:.4f} ms per "
+            f"call over a block of {m.calls} calls by its own clock ({m.wall_ms:.2f} ms in all, of which "
+            f"{m.generation_ms + m.checksum_ms:.2f} ms input generation and checksums, {m.round_trip_ms:.2f} ms "
+            f"the round trip); more than {margin:g}x the claim + {slack_ms:g} ms")
+
+
+def checksum_weights(seed: int, device) -> torch.Tensor:
+    """A ±1 float64 pattern of CHECKSUM_PERIOD drawn from seed (its own generator: no global state)."""
+    g = torch.Generator(device=device)
+    g.manual_seed(seed % 2**62)
+    bits = torch.randint(0, 2, (CHECKSUM_PERIOD,), generator=g, device=device, dtype=torch.int64)
+    return (bits * 2 - 1).to(torch.float64)
+
+
+def weighted_checksum(t: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+    """sum(t * w) in float64 (a 0-dim tensor on t's device), w the pattern repeated over t's elements."""
+    flat = t.detach().reshape(-1)
+    total = torch.zeros((), dtype=torch.float64, device=flat.device)
+    period = weights.numel()
+    for start in range(0, flat.numel(), period):
+        chunk = flat[start:start + period]
+        total += (chunk.to(torch.float64) * weights[:chunk.numel()]).sum()
+    return total

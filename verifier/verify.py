@@ -1,24 +1,28 @@
-"""Verifying one candidate kernel for one task: static checks, then the sandboxed worker.
+"""Verifying one candidate kernel for one task: static checks, then the judge and a candidate process.
 
     from verifier.task import load_task
     from verifier.verify import verify
     result = verify(load_task("tasks/softmax.py"), open("kernel.py").read())
     result.status, result.reason, result.speedups
 
-On a machine without a GPU, Triton candidates run under the Triton interpreter
-on the task's small inputs and CUDA candidates are compiled with nvcc only
-(status "not_run": nothing was executed). On a GPU the candidate is checked on
-the task's real inputs and timed against eager (in the same run) and
-torch.compile (default and max-autotune-no-cudagraphs, timed once per GPU,
-task and torch version and cached under results/baselines/).
+The verdict is decided by the judge (verifier.judge), in this process, which
+never runs candidate code; the candidate's code runs in a sandboxed candidate
+process (verifier.candidate) that only answers the judge's requests. On a
+machine without a GPU, Triton candidates run under the Triton interpreter on
+the task's small inputs and CUDA candidates are compiled with nvcc only
+(status "not_run": nothing was executed). On a GPU the candidate is checked
+on the task's real inputs and timed against eager (timed by the judge once the
+candidate process has ended) and torch.compile (default and
+max-autotune-no-cudagraphs, timed once per GPU, task and torch version in a
+trusted job of its own, verifier.baseline_job, and cached under results/baselines/).
 
-The worker process can be started before the candidate is known, so that its
+The candidate process can be started before the candidate is known, so that its
 start-up (Python, torch, triton, CUDA) overlaps the caller's own work:
 
     worker = prestart_worker()                  # first thing: it imports while the task loads
     result = verify(task, source, config, worker=worker)
 
-    with WorkerPool() as pool:                  # a loop: each verification finds a warm worker
+    with WorkerPool() as pool:                  # a loop: each verification finds a warm process
         result = pool.verify(task, source, config)
 """
 
@@ -34,14 +38,15 @@ import threading
 import time
 from pathlib import Path
 
+from verifier.judge import SMALL_SHAPES_FLAG, CandidateProcess, judge
 from verifier.protocols import reported_ms
 from verifier.records import Task, Timing, VerifyConfig, VerifyResult
-from verifier.sandbox import Sandbox, SandboxResult, describe_exit, run_sandboxed
+from verifier.sandbox import describe_exit, run_sandboxed
 from verifier.static import check_source
-from verifier.worker import PRESTART_PHASE
+from verifier.wire import PRESTART_PHASE
 
 REVIEW_SPEEDUP = 10.0   # above this over eager, a person should look
-WORKER = [sys.executable, "-m", "verifier.worker"]
+BASELINE_JOB = [sys.executable, "-m", "verifier.baseline_job"]
 
 
 def resolve_device(requested: str) -> str:
@@ -76,29 +81,29 @@ def detect_backend(source: str) -> str:
     return "triton" if "triton" in names or "jit" in names else ""
 
 
-def prestart_worker(output_cap_bytes: int = VerifyConfig.output_cap_bytes) -> Sandbox:
-    """verify()'s sandboxed worker, started now, ahead of its job; give it to verify(..., worker=)."""
-    return Sandbox(WORKER, output_cap_bytes=output_cap_bytes)
+def prestart_worker(output_cap_bytes: int = VerifyConfig.output_cap_bytes) -> CandidateProcess:
+    """verify()'s sandboxed candidate process, started now, ahead of its job; give it to verify(..., worker=)."""
+    return CandidateProcess(output_cap_bytes)
 
 
 class WorkerPool:
-    """One pre-started worker kept ready: each verification takes it, and its successor starts when it ends.
+    """One pre-started candidate process kept ready: each verification takes it, its successor starts after.
 
-    take() is thread-safe (the loop verifies candidates in parallel threads on a CPU); at most one worker
+    take() is thread-safe (the loop verifies candidates in parallel threads on a CPU); at most one process
     waits idle. NOTE: the successor starts after the job, not beside it: its start-up imports torch and
     creates a CUDA context, and nothing of that may run on the GPU while a candidate is being timed.
     It overlaps what the loop does between verifications instead (profiling, the next proposal).
     """
 
     def __init__(self, output_cap_bytes: int = VerifyConfig.output_cap_bytes, warm: bool = True):
-        """warm=False: no worker until take() or refill() (the caller knows when the GPU is free)."""
+        """warm=False: no process until take() or refill() (the caller knows when the GPU is free)."""
         self.output_cap_bytes = output_cap_bytes
         self._lock = threading.Lock()
         self._closed = False
-        self._ready: Sandbox | None = prestart_worker(output_cap_bytes) if warm else None
+        self._ready: CandidateProcess | None = prestart_worker(output_cap_bytes) if warm else None
 
-    def take(self) -> Sandbox:
-        """A started worker, for one verify(): the warm one if there is one, else a fresh one."""
+    def take(self) -> CandidateProcess:
+        """A started process, for one verify(): the warm one if there is one, else a fresh one."""
         with self._lock:
             if self._closed:
                 raise RuntimeError("the worker pool is closed")
@@ -110,14 +115,14 @@ class WorkerPool:
         return worker
 
     def refill(self) -> None:
-        """Start the next warm worker, unless one is waiting already or the pool is closed."""
+        """Start the next warm process, unless one is waiting already or the pool is closed."""
         with self._lock:
             if self._closed or self._ready is not None:
                 return
             self._ready = prestart_worker(self.output_cap_bytes)
 
     def verify(self, task: Task, source: str, config: VerifyConfig = VerifyConfig()) -> VerifyResult:
-        """verify() on a warm worker: the same verdict, less waiting."""
+        """verify() on a warm process: the same verdict, less waiting."""
         try:
             with self.take() as worker:
                 return verify(task, source, config, worker=worker)
@@ -125,7 +130,7 @@ class WorkerPool:
             self.refill()
 
     def close(self) -> None:
-        """Stop the idle worker; workers already taken end with their jobs."""
+        """Stop the idle process; processes already taken end with their jobs."""
         with self._lock:
             self._closed = True
             worker, self._ready = self._ready, None
@@ -140,11 +145,11 @@ class WorkerPool:
 
 
 def verify(task: Task, source: str, config: VerifyConfig = VerifyConfig(),
-           worker: Sandbox | None = None) -> VerifyResult:
+           worker: CandidateProcess | None = None) -> VerifyResult:
     """Check (and on a GPU, time) one candidate. Never raises for a bad kernel.
 
-    `worker`: a pre-started worker (prestart_worker) to run the job in; it is closed when verify returns
-    or raises, used or not. Without one, a worker is started here."""
+    `worker`: a pre-started candidate process (prestart_worker) to run the job in; it is closed when verify
+    returns or raises, used or not. Without one, a process is started here."""
     try:
         return _verify(task, source, config, worker)
     finally:
@@ -152,38 +157,16 @@ def verify(task: Task, source: str, config: VerifyConfig = VerifyConfig(),
             worker.close()
 
 
-def _verify(task: Task, source: str, config: VerifyConfig, worker: Sandbox | None) -> VerifyResult:
+def _verify(task: Task, source: str, config: VerifyConfig, worker: CandidateProcess | None) -> VerifyResult:
     started = time.perf_counter()
     backend = detect_backend(source)
     device = resolve_device(config.device)
-    base = dict(task=task.name, backend=backend)
 
     problem = check_source(source)
     if problem:
-        return VerifyResult(status=problem.status, reason=problem.reason, **base,
+        return VerifyResult(status=problem.status, reason=problem.reason, task=task.name, backend=backend,
                             wall_s=time.perf_counter() - started)
 
-    job = {
-        "kind": "verify",
-        "task_path": str(task.path.resolve()),
-        "source": source,
-        "device": device,
-        "backend": backend,
-        "trials": config.trials,
-        "seed": config.seed,
-        "hidden_seed": secrets.randbelow(2**31 - 1),  # NOTE: unknown to the candidate until it runs
-        "hidden_trials": config.hidden_trials,
-        "atol": task.atol,
-        "rtol": task.rtol,
-        "time_it": config.time_it and device == "cuda",
-        "reps": config.reps,
-        "warmup": config.warmup,
-        "compile_modes": [],
-        "peaks_override": config.peaks_override,
-        "repeat_timing": config.repeat_timing,
-        "timing": config.timing,
-        "small_overrides": task.small_overrides if device == "cpu" else None,   # verifier.shapes' derived sizes
-    }
     cached, baseline_problem = None, ""
     phases = {"static checks": time.perf_counter() - started}
     if device == "cuda" and config.time_it and config.baselines:
@@ -194,17 +177,19 @@ def _verify(task: Task, source: str, config: VerifyConfig, worker: Sandbox | Non
             baseline_problem = str(exc)
         phases["torch.compile baselines (cached after the first)"] = time.perf_counter() - t0
 
-    if worker is not None:
-        res = worker.run(job, timeout_s=config.timeout_s)
-    else:
-        res = run_sandboxed(WORKER, job, timeout_s=config.timeout_s, output_cap_bytes=config.output_cap_bytes)
-    result = interpret(res, base, config)
-    result.phases = _phases(phases, res)
+    process = worker if worker is not None else CandidateProcess(config.output_cap_bytes, prestart=False)
+    prestarted = worker is not None
+    try:
+        result, stages = judge(task, source, config, process, device=device, backend=backend)
+    finally:
+        if worker is None:
+            process.close()
     if device == "cpu":
         result.device = "cpu (Triton interpreter)" if backend == "triton" else "none (nvcc only)"
-        if backend == "triton" and (task.derived_note or not task.has_small_inputs):
-            result.flags.append(task.derived_note or "task has no get_small_inputs(): checked on get_inputs() under "
-                                                     "the interpreter")
+        if backend == "triton" and result.ran:
+            result.flags.append(task.derived_note or (SMALL_SHAPES_FLAG if task.has_small_inputs else
+                                "task has no get_small_inputs(): checked on get_inputs() under the interpreter, "
+                                "and nothing was timed"))
     if baseline_problem:
         result.flags.append(baseline_problem)
     if result.passed and result.timing and cached:
@@ -214,53 +199,19 @@ def _verify(task: Task, source: str, config: VerifyConfig, worker: Sandbox | Non
     if result.passed and result.timing:
         _speedups(result)
     result.wall_s = time.perf_counter() - started
+    result.phases = _phases(phases, stages, result.wall_s, prestarted)
     return result
 
 
-def _phases(parent: dict[str, float], res: SandboxResult) -> dict[str, float]:
-    """Where the time went: the worker's pre-start (before the job, alongside the caller's own work), the
-    parent's stages, the worker's stages, and the rest of the sandbox's wall time."""
-    child = {str(pair[0]): float(pair[1]) for pair in (res.message or {}).get("phases") or []
-             if isinstance(pair, list) and len(pair) == 2 and isinstance(pair[1], (int, float))}
-    prestart = {PRESTART_PHASE: child.pop(PRESTART_PHASE)} if PRESTART_PHASE in child else {}
-    rest = "sandbox: hand-over, rest of the start-up, exit" if res.prestarted_s else \
+def _phases(parent: dict[str, float], stages: dict[str, float], wall_s: float, prestarted: bool) -> dict[str, float]:
+    """Where the time went: the process's pre-start (before the job, beside the caller's own work), the
+    parent's stages, the candidate process's start-up and the judge's stages, and the rest of the wall time."""
+    stages = dict(stages)
+    prestart = {PRESTART_PHASE: stages.pop(PRESTART_PHASE)} if PRESTART_PHASE in stages else {}
+    rest = "sandbox: hand-over, rest of the start-up, exit" if prestarted else \
         "sandbox: process start, Python start-up, exit"
-    return {**prestart, **parent, **child, rest: max(0.0, res.wall_s - sum(child.values()))}
-
-
-def interpret(res: SandboxResult, base: dict, config: VerifyConfig) -> VerifyResult:
-    """Turn what came back from the sandbox into a verdict."""
-    common = dict(**base, isolation=res.isolation, stdout=res.stdout, stderr=res.stderr)
-    if res.timed_out:
-        return VerifyResult(status="timeout", reason=f"ran past the {config.timeout_s:.0f} s limit; its process "
-                                                     f"group was killed", feedback=_tail(res.stderr), **common)
-    msg = res.message
-    if msg is None:
-        code = res.returncode
-        how = describe_exit(code)
-        return VerifyResult(status="crashed", reason=f"the candidate's process {how} without a verdict"
-                                                     f"{' (' + res.channel_problem + ')' if res.channel_problem else ''}",
-                            feedback=_tail(res.stderr), **common)
-    result = VerifyResult(
-        status=msg.get("status", "crashed"),
-        reason=msg.get("reason", ""),
-        feedback=msg.get("feedback", ""),
-        ran=bool(msg.get("ran")),
-        trials=int(msg.get("trials", 0)),
-        aten_ops=list(msg.get("aten_ops", [])),
-        flags=list(msg.get("flags", [])),
-        floor_ms=msg.get("floor_ms"),
-        device=msg.get("device", ""),
-        **common,
-    )
-    if msg.get("timing"):
-        result.timing = Timing(**msg["timing"])
-    result.baselines = {k: Timing(**v) for k, v in (msg.get("baselines") or {}).items()}
-    if msg.get("timing_repeat"):
-        result.timing_repeat = Timing(**msg["timing_repeat"])
-    if res.stdout_dropped or res.stderr_dropped:
-        result.flags.append(f"output capped: {res.stdout_dropped + res.stderr_dropped} bytes dropped")
-    return result
+    known = {**parent, **stages}
+    return {**prestart, **known, rest: max(0.0, wall_s - sum(known.values()))}
 
 
 def _speedups(result: VerifyResult) -> None:
@@ -268,17 +219,13 @@ def _speedups(result: VerifyResult) -> None:
     result.speedups = {k: reported_ms(t) / cand for k, t in result.baselines.items() if cand > 0}
     for name, t in result.baselines.items():
         # NOTE: a call that cannot be captured in a CUDA graph is timed with events instead; for the candidate
-        # the worker says so, for a baseline (often timed in another process, then cached) it is said here
+        # the judge says so, for a baseline (often timed in another process, then cached) it is said here
         if t.method != result.timing.method:
             result.flags.append(f"{name} was timed as {t.method}, the candidate as {result.timing.method}: "
                                 f"that speedup compares two timing methods")
     eager = result.speedups.get("eager")
     if eager is not None and eager > REVIEW_SPEEDUP:
         result.flags.append(f"{eager:.1f}x faster than eager: above {REVIEW_SPEEDUP:.0f}x, review by hand")
-
-
-def _tail(text: str, limit: int = 2000) -> str:
-    return text if len(text) <= limit else "...\n" + text[-limit:]
 
 
 # ----------------------------------------------------------------------------------------------
@@ -334,7 +281,7 @@ def cached_baselines(task: Task, config: VerifyConfig) -> dict[str, Timing]:
            "hidden_seed": secrets.randbelow(2**31 - 1), "reps": config.reps, "warmup": config.warmup,
            "timing": config.timing,
            "compile_modes": list(config.compile_modes)}
-    res = run_sandboxed(WORKER, job, timeout_s=max(config.timeout_s, 900), output_cap_bytes=config.output_cap_bytes)
+    res = run_sandboxed(BASELINE_JOB, job, timeout_s=max(config.timeout_s, 900), output_cap_bytes=config.output_cap_bytes)
     if not res.message or res.message.get("status") != "ok":
         _FAILED[path] = f"torch.compile baselines for {task.name} not timed: {_baseline_failure(res)}"
         raise BaselineError(_FAILED[path])

@@ -25,7 +25,7 @@ from agent.proposers.base import Proposer
 from agent.proposers.openai import OpenAIConfig, OpenAIProposer
 from agent.store import Store
 from verifier.verify import verify
-from verifier.worker import PRESTART_PHASE
+from verifier.candidate import PRESTART_PHASE
 
 PROFILER_FIXTURES = Path(__file__).resolve().parents[1] / "profiler" / "fixtures"
 
@@ -327,7 +327,7 @@ def worker_processes() -> list[int]:
                 cmdline = f.read()
         except OSError:
             continue
-        if int(fields[1]) == os.getpid() and fields[0] != "Z" and b"verifier.worker" in cmdline:
+        if int(fields[1]) == os.getpid() and fields[0] != "Z" and b"verifier.candidate" in cmdline:
             found.append(int(entry))
     return found
 

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from agent.cli import main
+from agent.analysis import Analysis
 from agent.proposers.base import ProposeContext
 from agent.proposers.heuristic import HeuristicProposer
 from verifier.task import load_task, with_constants
@@ -31,7 +32,7 @@ def heuristic_kernel(path: Path, tmp_path: Path) -> Path:
     copy.write_text(ast.unparse(with_constants(ast.parse(task.source), task.small_overrides)))
     small = load_task(copy, device="cpu")
     [proposal] = HeuristicProposer(small).propose(ProposeContext(
-        task_name=small.name, task_source=small.source, backend="triton", analysis={}, round=1, n=1))
+        task_name=small.name, task_source=small.source, backend="triton", analysis=Analysis(), round=1, n=1))
     kernel = tmp_path / f"{path.stem}_kernel.py"
     kernel.write_text(proposal.source)
     return kernel

@@ -16,7 +16,7 @@ from processes import alive as _alive
 from verifier.records import VerifyConfig
 from verifier.task import load_task
 from verifier.verify import WorkerPool, prestart_worker, verify
-from verifier.worker import PRESTART_PHASE
+from verifier.candidate import PRESTART_PHASE
 
 ROOT = Path(__file__).resolve().parents[2]
 CANDIDATES = Path(__file__).resolve().parent / "candidates"
@@ -238,7 +238,7 @@ def _is_worker_of(pid: int, parent: int) -> bool:
             cmdline = f.read()
     except (FileNotFoundError, ProcessLookupError):
         return False
-    return ppid == parent and b"verifier.worker" in cmdline and _alive(pid)
+    return ppid == parent and b"verifier.candidate" in cmdline and _alive(pid)
 
 
 def test_pool_take_is_thread_safe():

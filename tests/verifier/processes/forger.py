@@ -1,0 +1,115 @@
+"""A candidate process that lies: it speaks verifier.wire in verifier.candidate's place, forging replies.
+
+    python tests/verifier/processes/forger.py      # started by tests/verifier/test_judge.py in a Sandbox
+
+The job's "source" names the lie (the judge passes the source through untouched):
+    no-outputs   every forward "succeeds" with no outputs at all
+    zeros        every forward "succeeds" with an all-zero tensor of the first input's shape
+    ok-field     a forward reply that says {"status": "ok"} instead of the protocol's fields
+    ok-problem   a forward reply whose problem claims the status "ok"
+    huge-reason  a forward problem with a 500 000-character reason and feedback
+    garbage      a forward reply that is not JSON
+    honest-copy  every forward returns its first input unchanged (right only for an identity task)
+    pair-copy    every forward returns a tuple of two copies of its first input
+    fast-claim   (GPU, softmax) right answers computed with torch, a claimed median of 0.01 ms, and
+                 2 ms of sleep per call of a timing block
+"""
+
+import json
+import os
+import sys
+import time
+
+import torch
+
+from verifier import tensorfile
+from verifier.wire import CandidateEnd
+
+
+def forward_reply(mode: str, request: dict) -> dict | bytes:
+    first = tensorfile.read(request["inputs"][0]["tensor"], max_bytes=1 << 34)
+    if mode == "fast-claim":
+        tensorfile.write(f"{request['out']}-0.t", torch.softmax(first.cuda(), dim=-1))
+        return {"reply": "forward", "problem": None, "outputs": ["tensor"], "sequence": False, "launches": 1,
+                "aten_ops": []}
+    if mode == "no-outputs":
+        return {"reply": "forward", "problem": None, "outputs": [], "sequence": False, "launches": 1, "aten_ops": []}
+    if mode in ("zeros", "honest-copy"):
+        tensorfile.write(f"{request['out']}-0.t", torch.zeros_like(first) if mode == "zeros" else first)
+        return {"reply": "forward", "problem": None, "outputs": ["tensor"], "sequence": False, "launches": 1,
+                "aten_ops": []}
+    if mode == "pair-copy":
+        for j in range(2):
+            tensorfile.write(f"{request['out']}-{j}.t", first)
+        return {"reply": "forward", "problem": None, "outputs": ["tensor", "tensor"], "sequence": True,
+                "launches": 1, "aten_ops": []}
+    if mode == "ok-field":
+        return {"reply": "forward", "status": "ok", "reason": "correct on every trial"}
+    if mode == "ok-problem":
+        return {"reply": "forward", "problem": {"status": "ok", "reason": "correct", "feedback": ""}}
+    if mode == "huge-reason":
+        return {"reply": "forward", "problem": {"status": "rejected", "reason": "r" * 500_000,
+                                                "feedback": "f" * 500_000}}
+    return b"{not json at all\n"
+
+
+def time_reply(job: dict, request: dict) -> dict:
+    """A made-up median; the spot checks right, so that only the block can tell."""
+    from verifier.inputs import make_inputs, refresh_seed
+    from verifier.task import import_task_module
+
+    gen = import_task_module(job["task_path"], "kgen_task").get_inputs
+    checked = []
+    for i, rep in enumerate([0, 1, 2][:request["reps"]]):
+        x = make_inputs(gen, refresh_seed(request["seed"], rep), "cuda")[0]
+        tensorfile.write(f"{request['out']}-c{i}-0.t", torch.softmax(x, dim=-1))
+        checked.append({"rep": rep, "outputs": ["tensor"], "sequence": False})
+    fake = dict(median_ms=0.01, min_ms=0.01, mean_ms=0.01, p10_ms=0.01, p90_ms=0.01, reps=request["reps"],
+                sync_ms=0.011, host_ms=0.005, method=request["method"])
+    return {"reply": "time", "problem": None, "timing": fake, "note": "", "checked": checked}
+
+
+def block_reply(job: dict, request: dict) -> dict:
+    from verifier import timing
+    from verifier.inputs import block_seed, make_inputs
+    from verifier.task import import_task_module
+
+    gen = import_task_module(job["task_path"], "kgen_task").get_inputs
+    weights = timing.checksum_weights(request["seed"], "cuda")
+    sums = []
+    for k in range(request["calls"]):
+        x = make_inputs(gen, block_seed(request["seed"], k), "cuda")[0]
+        sums.append([float(timing.weighted_checksum(torch.softmax(x, dim=-1), weights))])
+        time.sleep(0.002)
+    return {"reply": "block", "problem": None, "checksums": sums}
+
+
+def main() -> None:
+    job = json.loads(sys.stdin.readline())["job"]
+    mode = job["source"]
+    wire = CandidateEnd(job["requests"], job["replies"])
+    while True:
+        request = wire.receive()
+        if request is None:
+            return
+        op = request["op"]
+        if op == "build":
+            reply = {"reply": "build", "problem": None, "filled": 0, "phases": []}
+        elif op == "forward":
+            reply = forward_reply(mode, request)
+        elif op == "time":
+            reply = time_reply(job, request)
+        elif op == "block":
+            reply = block_reply(job, request)
+        elif op == "exit":
+            reply = {"reply": "exit", "problem": None, "phases": []}
+        else:
+            reply = {"reply": op, "problem": None}
+        if isinstance(reply, bytes):
+            os.write(wire._out, reply)
+        else:
+            wire.send(reply)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,436 @@
+"""The judge decides; the candidate process only answers: forged replies, lies and leaks change no verdict.
+
+    .venv/bin/python -m pytest tests/verifier/test_judge.py -q        # CPU (~3 min here)
+    .venv/bin/python -m pytest tests/verifier/test_judge.py -q -m gpu # the block timing and eager, on a GPU
+
+Unit tests for the parts that decide (tensor files, the protocol's parser, the block-timing rule),
+and end-to-end tests with a candidate process that lies (tests/verifier/processes/forger.py, speaking
+the protocol in verifier.candidate's place) or a real candidate that probes what the process knows.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import re
+import struct
+import sys
+from pathlib import Path
+from unittest import mock
+
+import pytest
+import torch
+
+from verifier import tensorfile, timing
+from verifier.judge import CandidateProcess, judge
+from verifier.records import STATUSES, VerifyConfig
+from verifier.task import load_task
+from verifier.verify import verify
+from verifier.wire import ProtocolError, parse_reply
+
+ROOT = Path(__file__).resolve().parents[2]
+CANDIDATES = Path(__file__).resolve().parent / "candidates"
+FORGER = [sys.executable, str(Path(__file__).resolve().parent / "processes" / "forger.py")]
+SOFTMAX = ROOT / "tasks" / "softmax.py"
+CPU = VerifyConfig(device="cpu", timeout_s=90, trials=2)
+GOOD_SOFTMAX = (CANDIDATES / "good" / "softmax.py").read_text()
+
+
+def _imports(path: Path) -> set[str]:
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names.add(node.module)
+            names |= {f"{node.module}.{a.name}" for a in node.names}
+    return names
+
+
+# ---- the trust boundary in the layout
+
+
+@pytest.mark.parametrize("judging", ["judge.py", "verify.py"])
+def test_the_judge_never_imports_the_candidate_process_module(judging):
+    assert "verifier.candidate" not in _imports(ROOT / "verifier" / judging)
+
+
+def test_the_candidate_process_never_imports_the_judge():
+    found = _imports(ROOT / "verifier" / "candidate.py")
+    assert "verifier.judge" not in found and "verifier.verify" not in found
+
+
+def test_harness_error_is_a_status():
+    assert "harness_error" in STATUSES
+
+
+# ---- tensor files
+
+
+@pytest.mark.parametrize("t", [
+    torch.randn(127, 781), torch.randn(3, 5, dtype=torch.float64).t(), torch.randn(4, 9).to(torch.bfloat16),
+    torch.tensor([True, False, True]), torch.arange(7, dtype=torch.int64), torch.tensor(3.5), torch.empty(0, 4),
+], ids=["fp32", "fp64-transposed", "bf16", "bool", "int64", "0-dim", "empty"])
+def test_a_tensor_round_trips_through_its_file(tmp_path, t):
+    path = tmp_path / "t.t"
+    tensorfile.write(path, t)
+    back = tensorfile.read(path, max_bytes=1 << 30)
+    assert back.dtype == t.dtype and back.shape == t.shape and back.is_contiguous()
+    assert torch.equal(back, t)
+
+
+def _raw(tmp_path, header, payload: bytes = b"", magic: bytes = tensorfile.MAGIC) -> Path:
+    text = header if isinstance(header, bytes) else json.dumps(header).encode()
+    path = tmp_path / "bad.t"
+    path.write_bytes(magic + struct.pack("<Q", len(text)) + text + payload)
+    return path
+
+
+GOOD_HEADER = {"dtype": "float32", "shape": [2, 3], "strides": [3, 1], "nbytes": 24}
+
+
+@pytest.mark.parametrize("header, payload, words", [
+    (GOOD_HEADER, b"\0" * 24, None),
+    (b"{not json", b"", "not JSON"),
+    ({**GOOD_HEADER, "pickle": "cos\nsystem"}, b"\0" * 24, "exactly"),
+    ({**GOOD_HEADER, "dtype": "object"}, b"\0" * 24, "unknown dtype"),
+    ({**GOOD_HEADER, "strides": [1, 2]}, b"\0" * 24, "contiguous"),
+    ({**GOOD_HEADER, "nbytes": 20}, b"\0" * 20, "nbytes"),
+    ({**GOOD_HEADER, "shape": [2, -3]}, b"\0" * 24, "non-negative"),
+    (GOOD_HEADER, b"\0" * 23, "header says"),
+    (GOOD_HEADER, b"\0" * 25, "header says"),
+])
+def test_malformed_tensor_files_are_refused(tmp_path, header, payload, words):
+    path = _raw(tmp_path, header, payload)
+    if words is None:
+        assert tensorfile.read(path, max_bytes=1 << 20).shape == (2, 3)
+        return
+    with pytest.raises(tensorfile.TensorFileError, match=words):
+        tensorfile.read(path, max_bytes=1 << 20)
+
+
+def test_a_file_without_the_magic_is_refused(tmp_path):
+    with pytest.raises(tensorfile.TensorFileError, match="magic"):
+        tensorfile.read(_raw(tmp_path, GOOD_HEADER, b"\0" * 24, magic=b"PK\x03\x04zip!"), max_bytes=1 << 20)
+
+
+def test_a_tensor_larger_than_allowed_is_refused_before_it_is_read(tmp_path):
+    path = tmp_path / "big.t"
+    tensorfile.write(path, torch.zeros(1000))
+    with pytest.raises(tensorfile.TensorTooLarge):
+        tensorfile.read(path, max_bytes=3999)
+
+
+def test_a_symlink_or_a_pipe_is_not_a_tensor_file(tmp_path):
+    real = tmp_path / "real.t"
+    tensorfile.write(real, torch.ones(3))
+    (tmp_path / "link.t").symlink_to(real)
+    os.mkfifo(tmp_path / "fifo.t")
+    with pytest.raises(tensorfile.TensorFileError):
+        tensorfile.read(tmp_path / "link.t", max_bytes=1 << 20)
+    with pytest.raises(tensorfile.TensorFileError, match="regular"):
+        tensorfile.read(tmp_path / "fifo.t", max_bytes=1 << 20)
+
+
+# ---- the protocol's parser
+
+
+GOOD_FORWARD = {"reply": "forward", "problem": None, "outputs": ["tensor"], "sequence": False, "launches": 1,
+                "aten_ops": []}
+
+
+@pytest.mark.parametrize("message, words", [
+    ({**GOOD_FORWARD, "status": "ok"}, "fields"),
+    ({**GOOD_FORWARD, "launches": "1"}, "launches"),
+    ({**GOOD_FORWARD, "reply": "exit"}, "where one to 'forward'"),
+    ({"reply": "forward", "problem": {"status": "ok", "reason": "", "feedback": ""}}, "malformed problem"),
+    ({"reply": "forward", "problem": {"status": "mismatch", "reason": "", "feedback": ""}}, "malformed problem"),
+    ({**GOOD_FORWARD, "outputs": [{"value": [1, 2]}]}, "outputs"),
+    ([GOOD_FORWARD], "not a JSON object"),
+])
+def test_a_reply_off_the_protocol_is_refused(message, words):
+    with pytest.raises(ProtocolError, match=words):
+        parse_reply(json.dumps(message).encode(), "forward")
+
+
+def test_a_reply_on_the_protocol_is_accepted():
+    assert parse_reply(json.dumps(GOOD_FORWARD).encode(), "forward")["outputs"] == ["tensor"]
+
+
+def test_a_deeply_nested_reply_is_a_protocol_error_not_a_crash():
+    with pytest.raises(ProtocolError):
+        parse_reply(b"[" * 200_000 + b"]" * 200_000, "forward")
+
+
+# ---- the block-timing rule, on hand-made numbers
+
+
+def _block(per_call_ms: float, calls: int = 100, generation_ms: float = 30.0, checksum_ms: float = 5.0,
+           round_trip_ms: float = 0.2) -> timing.BlockMeasure:
+    wall = per_call_ms * calls + generation_ms + checksum_ms + round_trip_ms
+    return timing.BlockMeasure(calls=calls, wall_ms=wall, generation_ms=generation_ms, checksum_ms=checksum_ms,
+                               round_trip_ms=round_trip_ms)
+
+
+def test_the_block_subtracts_generation_checksums_and_one_round_trip():
+    assert timing.block_per_call_ms(_block(0.5)) == pytest.approx(0.5)
+
+
+def test_a_claim_the_block_agrees_with_passes():
+    assert timing.block_inconsistency(0.5, _block(0.55)) is None
+
+
+def test_a_claim_far_below_the_block_is_rejected_with_both_numbers():
+    reason = timing.block_inconsistency(0.05, _block(2.0))
+    assert reason.startswith("timing inconsistent: claimed 0.0500 ms per call, the judge measured 2.0000 ms")
+
+
+def test_the_margin_is_the_boundary():
+    claimed = 1.0
+    edge = claimed * timing.BLOCK_MARGIN + timing.BLOCK_SLACK_MS
+    assert timing.block_inconsistency(claimed, _block(edge - 1e-6)) is None
+    assert timing.block_inconsistency(claimed, _block(edge + 1e-3)) is not None
+
+
+def test_host_launch_cost_of_a_tiny_kernel_is_inside_the_slack():
+    # a 5 us kernel replayed from a graph, run eagerly in the block at 0.12 ms of Python per call
+    assert timing.block_inconsistency(0.005, _block(0.125)) is None
+
+
+def test_the_block_lasts_about_the_target_in_claimed_time():
+    assert timing.block_calls(1.0) == 50
+    assert timing.block_calls(1e-6) == timing.BLOCK_MAX_CALLS
+    assert timing.block_calls(1000.0) == timing.BLOCK_MIN_CALLS
+
+
+def test_large_inputs_shorten_the_block():
+    # 100 ms to make one input set: 50 sets fit the generation budget, though the claim would want 2000
+    assert timing.block_calls(0.01, generation_ms=100.0) == timing.BLOCK_GENERATION_MS // 100.0
+    assert timing.block_calls(0.01, generation_ms=1e6) == timing.BLOCK_MIN_CALLS
+
+
+def test_checksum_weights_are_plus_or_minus_one_and_seeded():
+    w = timing.checksum_weights(7, "cpu")
+    assert set(w.unique().tolist()) == {-1.0, 1.0}
+    assert torch.equal(w, timing.checksum_weights(7, "cpu")) and not torch.equal(w, timing.checksum_weights(8, "cpu"))
+    x = torch.randn(timing.CHECKSUM_PERIOD + 5)
+    expect = (x.double() * torch.cat([w, w[:5]])).sum()
+    assert float(timing.weighted_checksum(x, w)) == pytest.approx(float(expect))
+
+
+# ---- forged replies, end to end
+
+
+def _forged(mode: str, tmp_path) -> object:
+    task = load_task(SOFTMAX)
+    process = CandidateProcess(prestart=False, argv=FORGER)
+    try:
+        result, _ = judge(task, mode, CPU, process, device="cpu", backend="triton")
+    finally:
+        process.close()
+    return result
+
+
+@pytest.mark.parametrize("mode, status, words", [
+    ("no-outputs", "mismatch", "returned 0 output(s)"),
+    ("zeros", "mismatch", "elements differ"),
+    ("honest-copy", "mismatch", "elements differ"),
+    ("ok-field", "crashed", "spoke an unknown protocol"),
+    ("ok-problem", "crashed", "spoke an unknown protocol"),
+    ("garbage", "crashed", "spoke an unknown protocol"),
+])
+def test_a_forged_success_is_not_ok(mode, status, words, tmp_path):
+    result = _forged(mode, tmp_path)
+    assert result.status == status, (result.status, result.reason)
+    assert words in result.reason, result.reason
+
+
+PAIR_TASK = '''
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def forward(self, x):
+        return x.clone(), x.clone()
+
+
+def get_inputs():
+    return [torch.randn(64, 33)]
+
+
+def get_small_inputs():
+    return [torch.randn(17, 5)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+def test_outputs_that_are_tuples_of_tensors_travel_and_are_compared(tmp_path):
+    # The forger computes with torch, which nothing in its own process stops: right outputs are right,
+    # whatever made them; only the first layer (not run by the forger) says "torch did the work".
+    (tmp_path / "pair.py").write_text(PAIR_TASK)
+    process = CandidateProcess(prestart=False, argv=FORGER)
+    try:
+        result, _ = judge(load_task(tmp_path / "pair.py"), "pair-copy", CPU, process, device="cpu",
+                          backend="triton")
+    finally:
+        process.close()
+    assert result.status == "ok", (result.status, result.reason)
+    assert result.trials == CPU.trials
+
+
+def test_a_tuple_where_one_tensor_is_due_is_a_mismatch(tmp_path):
+    process = CandidateProcess(prestart=False, argv=FORGER)
+    try:
+        result, _ = judge(load_task(SOFTMAX), "pair-copy", CPU, process, device="cpu", backend="triton")
+    finally:
+        process.close()
+    assert result.status == "mismatch" and "returned 2 output(s)" in result.reason, result.reason
+
+
+def test_strings_from_the_candidate_process_are_capped(tmp_path):
+    result = _forged("huge-reason", tmp_path)
+    assert result.status == "rejected"
+    assert len(result.reason) <= 300 and len(result.feedback) <= 2000
+
+
+def test_a_huge_exception_class_name_becomes_a_short_reason():
+    source = GOOD_SOFTMAX + '''
+
+class Huge(ModelNew):
+    def forward(self, x):
+        raise type("E" * 6_000_000, (RuntimeError,), {})("boom")
+
+ModelNew = Huge
+'''
+    with mock.patch("verifier.verify.check_source", lambda s: None):
+        result = verify(load_task(SOFTMAX), source, CPU)
+    assert result.status == "runtime_error", (result.status, result.reason[:300])
+    assert len(result.reason) <= 300 and "boom" in result.reason
+
+
+# ---- what the candidate process knows
+
+
+def test_torch_initial_seed_in_the_candidate_process_tells_no_trial_seed():
+    config = VerifyConfig(device="cpu", timeout_s=90, trials=2, seed=12345)
+    source = GOOD_SOFTMAX.replace("import torch\n", "import sys\nimport torch\n", 1) + '''
+
+class Peek(ModelNew):
+    def forward(self, x):
+        print("initial_seed", torch.initial_seed(), file=sys.stdout, flush=True)
+        return super().forward(x)
+
+ModelNew = Peek
+'''
+    with mock.patch("verifier.verify.check_source", lambda s: None):
+        result = verify(load_task(SOFTMAX), source, config)
+    assert result.status == "ok", (result.status, result.reason)
+    seen = [int(n) for n in re.findall(r"initial_seed (\d+)", result.stdout)]
+    assert len(seen) == 3   # two trials and the hidden re-check
+    assert not set(seen) & {12345, 12346}
+
+
+# ---- parameters and the reference
+
+
+# The known-good RMSNorm, whose ModelNew refuses every method a parameter copy could go through.
+OVERRIDING = (CANDIDATES / "good" / "rmsnorm.py").read_text() + '''
+
+class Overriding(ModelNew):
+    def state_dict(self, *args, **kwargs):
+        raise RuntimeError("the harness called state_dict()")
+
+    def named_parameters(self, *args, **kwargs):
+        raise RuntimeError("the harness called named_parameters()")
+
+    def load_state_dict(self, *args, **kwargs):
+        raise RuntimeError("the harness called load_state_dict()")
+
+ModelNew = Overriding
+'''
+
+
+def test_parameters_are_filled_without_calling_the_candidates_methods():
+    from verifier.candidate import fill_parameters
+
+    class Sneaky(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.inner = torch.nn.Linear(3, 2)
+
+        def state_dict(self, *a, **k):
+            raise AssertionError("called state_dict")
+
+        def named_parameters(self, *a, **k):
+            raise AssertionError("called named_parameters")
+
+        def __getattr__(self, name):
+            raise AssertionError(f"looked up {name} through the candidate's __getattr__")
+
+    source = {"inner.weight": torch.full((2, 3), 7.0), "inner.bias": torch.full((2,), -1.0)}
+    kept = {k: v.clone() for k, v in source.items()}
+    model = Sneaky()
+    assert fill_parameters(model, source) == 2
+    assert torch.equal(model._modules["inner"].weight, kept["inner.weight"])
+    assert all(torch.equal(source[k], kept[k]) for k in source)
+
+
+def test_a_candidate_that_overrides_state_dict_still_gets_the_reference_weight():
+    # rmsnorm's weight is drawn away from ones: a ModelNew left with its own ones would mismatch
+    with mock.patch("verifier.verify.check_source", lambda s: None):
+        result = verify(load_task(ROOT / "tasks" / "rmsnorm.py"), OVERRIDING, CPU)
+    assert result.status == "ok", (result.status, result.reason, result.feedback[-600:])
+
+
+def test_a_reference_that_raises_is_a_harness_error(tmp_path):
+    task_path = tmp_path / "broken_softmax.py"
+    task_path.write_text(SOFTMAX.read_text().replace("return torch.softmax(x, dim=-1)",
+                                                     "raise RuntimeError('the reference is broken')"))
+    result = verify(load_task(task_path), GOOD_SOFTMAX, CPU)
+    assert result.status == "harness_error", (result.status, result.reason)
+    assert "the reference Model raised RuntimeError" in result.reason and "not the kernel's" in result.reason
+
+
+# ---- GPU: the block and eager in the judge
+
+
+@pytest.mark.gpu
+def test_an_honest_kernel_passes_the_block_and_both_times_are_recorded():
+    config = VerifyConfig(device="cuda", baselines=False, reps=30)
+    result = verify(load_task(SOFTMAX), GOOD_SOFTMAX, config)
+    assert result.status == "ok", (result.reason, result.feedback[-600:])
+    assert result.judge_ms_per_call is not None and result.judge_ms_per_call > 0
+    assert any(f.startswith("the judge's clock:") for f in result.flags)
+    assert result.judge_ms_per_call <= result.timing.median_ms * timing.BLOCK_MARGIN + timing.BLOCK_SLACK_MS
+
+
+@pytest.mark.gpu
+def test_eager_is_timed_by_the_judge_after_the_candidate_process_ended():
+    config = VerifyConfig(device="cuda", baselines=False, reps=30)
+    result = verify(load_task(SOFTMAX), GOOD_SOFTMAX, config)
+    assert result.status == "ok", (result.reason, result.feedback[-600:])
+    stages = list(result.phases)
+    assert "time eager (in the judge, the candidate process closed)" in stages
+    assert stages.index("timing block (the judge's clock)") < stages.index(
+        "time eager (in the judge, the candidate process closed)")
+    assert result.baselines["eager"].median_ms > 0
+
+
+@pytest.mark.gpu
+def test_a_process_that_claims_a_tenth_of_its_time_is_caught_by_the_block():
+    # The forger computes right answers (with torch: nothing in its process checks it) and reports a
+    # median of 0.01 ms, but spends 2 ms per call in the block: only the judge's clock can see that.
+    config = VerifyConfig(device="cuda", baselines=False, reps=30, timing="events", timeout_s=120)
+    process = CandidateProcess(prestart=False, argv=FORGER)
+    try:
+        result, _ = judge(load_task(SOFTMAX), "fast-claim", config, process, device="cuda", backend="triton")
+    finally:
+        process.close()
+    assert result.status == "rejected", (result.status, result.reason)
+    assert result.reason.startswith("timing inconsistent: claimed 0.0100 ms per call"), result.reason
+    assert result.judge_ms_per_call is not None and result.judge_ms_per_call > 1.0

@@ -1,0 +1,55 @@
+"""A task's inputs, generated from a seed: the same values in the judge and in the candidate process.
+
+    gen = input_fn(task_module, "cpu")           # get_small_inputs on a CPU when the task has it
+    xs = make_inputs(gen, seed, "cuda")          # the seed's values, on the device
+    xs = make_inputs(gen, refresh_seed(s, rep), "cuda")   # the rep-th timed call's fresh values
+
+NOTE: torch's global generator is forked around every generation (torch.random.fork_rng), so that
+generating inputs neither depends on nor changes what the caller's process had seeded: in the
+candidate process torch.initial_seed() keeps saying the entropy it was seeded with, and in the judge
+(the caller's own process, possibly verifying in several threads) generations never interleave.
+"""
+
+from __future__ import annotations
+
+import threading
+
+_LOCK = threading.Lock()
+
+
+def input_fn(task_mod, device: str):
+    """The task's input generator for device: get_small_inputs() on a CPU, when the task defines it."""
+    use_small = device == "cpu" and callable(getattr(task_mod, "get_small_inputs", None))
+    return task_mod.get_small_inputs if use_small else task_mod.get_inputs
+
+
+def make_inputs(gen, seed: int, device: str) -> list:
+    """gen()'s inputs under `seed`, on device (tensors moved there; other values as they are)."""
+    import torch
+
+    devices = [torch.cuda.current_device()] if device == "cuda" else []
+    with _LOCK, torch.random.fork_rng(devices=devices):
+        torch.manual_seed(seed)
+        with torch.device(device):
+            xs = list(gen())
+    return [x.to(device) if isinstance(x, torch.Tensor) else x for x in xs]
+
+
+def build_seeded(factory, seed: int, device: str):
+    """factory() under `seed` (a model's random initial parameters), the caller's generator left as it was."""
+    import torch
+
+    devices = [torch.cuda.current_device()] if device == "cuda" else []
+    with _LOCK, torch.random.fork_rng(devices=devices):
+        torch.manual_seed(seed)
+        return factory()
+
+
+def refresh_seed(seed: int, rep: int) -> int:
+    """The seed of the rep-th timed call's fresh inputs (warm-up calls have negative reps)."""
+    return (seed + 7919 * (rep + 2)) % 2**62
+
+
+def block_seed(seed: int, call: int) -> int:
+    """The seed of the call-th input set of a timing block."""
+    return (seed + 104729 * (call + 1)) % 2**62

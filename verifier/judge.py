@@ -1,0 +1,747 @@
+"""The judge: kgen's own side of verification, in the caller's process; it never runs candidate code.
+
+    from verifier.judge import CandidateProcess, judge
+    process = CandidateProcess()                        # the sandboxed candidate process, warming up now
+    result = judge(task, source, config, process, device="cpu", backend="triton")
+
+verifier.verify.verify() calls it after the static checks. The judge:
+1. hands the job (task path, source, device, backend, the pipes) to a candidate process
+   (verifier.candidate, started in a verifier.sandbox.Sandbox, maybe before the job was known), and
+   meanwhile loads the task module itself and builds the reference `Model(*get_init_inputs())` under
+   an init seed drawn for this verification (the candidate's ModelNew is built under the same one);
+2. sends the reference's parameters as tensor files (verifier.tensorfile) for the candidate process to
+   copy into its ModelNew;
+3. correctness: for each trial, generates inputs from a seed the candidate process is never sent
+   (config.seed + trial, then hidden seeds drawn from the OS), sends them as files, runs the reference
+   with TF32 off (its parameters checked unchanged before every call), reads the candidate's outputs
+   back (dtype, shape, byte count validated) and compares them (verifier.correctness.compare_outputs).
+   On a CPU a last call refills the same input tensors from a hidden seed;
+4. on a GPU: asks for the in-process timing (fresh inputs from a timing seed that is no correctness
+   seed), checks the spot-checked calls and the graph replay on inputs it regenerates, checks the call
+   after timing and hidden trials, then times a block by its own clock (verifier.timing.block_*): a
+   claimed median the block cannot have taken is rejected ("timing inconsistent"). The block bounds
+   a claim from below, loosely (a margin and the host's launch cost allowed); the tight bound is the
+   device's own: the best kernel's ncu run (profiler.ncu) reads gpu__time_duration per launch from
+   counters the candidate process cannot write, and their sum per call, compared with the claimed
+   median next to the block's rule, would refuse any claim below it. That is the next step, not built;
+5. closes the candidate process, then times eager on the same inputs with the same timing module,
+   nothing of the candidate's running on the GPU beside it, and applies the roofline floor.
+
+What the candidate process reports is believed only when it is negative (the
+first layer's readable reasons: "torch did the work", "mutated input 0"); "ok"
+is decided here, from outputs this module checked itself. A reply that is not
+the protocol (verifier.wire) makes the candidate "crashed"; a process that
+died, hung or hit a limit is reported from the sandbox's own result. kgen's
+own failures (this module raising, the reference failing, the judge running
+out of memory) are "harness_error", never charged to the kernel. Every string
+that came from the candidate process is capped before it reaches the result.
+
+NOTE: this module must never import verifier.candidate (tests/verifier/test_judge.py checks it): the
+separation is what makes the verdict independent of what the candidate does in its own process.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import math
+import os
+import secrets
+import shutil
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from verifier.records import Task, Timing, VerifyConfig, VerifyResult, TIMING_METHODS
+from verifier.sandbox import Sandbox, SandboxResult, describe_exit
+from verifier.wire import PRESTART_PHASE, REPLAY_REP, JudgeEnd, PeerGone, ProtocolError
+
+CANDIDATE_ARGV = [sys.executable, "-c", "from verifier.candidate import main; main()"]
+REASON_CHARS = 300      # a reason line from the candidate process, at most
+FEEDBACK_CHARS = 2000   # feedback from it, at most
+FLAG_CHARS = 300
+MAX_FLAGS_FROM_CANDIDATE = 10
+PINGS = 5               # round trips measured before a block; the fastest is subtracted
+GRACE_S = 10.0          # past the sandbox's own limit, the judge stops waiting for a reply
+SMALL_SHAPES_FLAG = ("checked on the CPU under the Triton interpreter, on the task's small inputs "
+                     "(get_small_inputs()) only: its real shapes were not run, and nothing was timed")
+
+
+def cap(text, limit: int) -> str:
+    """A string from the candidate process, at most limit characters."""
+    text = text if type(text) is str else str(text)
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+class CandidateProcess:
+    """A sandboxed candidate process, started before its job, and the directory both sides exchange files in.
+
+    The exchange directory holds the two pipes (verifier.wire) and the tensor files; the sandbox makes the
+    process's own working directory inside it and leaves it writable. close() stops the process and removes
+    both directories; so do garbage collection and the parent's exit (the sandbox's own finalizer).
+    """
+
+    def __init__(self, output_cap_bytes: int = VerifyConfig.output_cap_bytes, prestart: bool = True,
+                 argv: list[str] | None = None):
+        """prestart=False: the process waits for its job before it imports anything (its start-up is then
+        part of the job's time, as when verify() is called without a worker). argv: another program that
+        speaks verifier.wire in the candidate process's place (the judge trusts it no more)."""
+        self.exchange = Path(tempfile.mkdtemp(prefix="kgen-exchange-"))
+        try:
+            self.wire = JudgeEnd(str(self.exchange))
+            self.sandbox = Sandbox(argv or CANDIDATE_ARGV, output_cap_bytes=output_cap_bytes, cwd=self.exchange,
+                                   prestart=prestart)
+        except BaseException:
+            shutil.rmtree(self.exchange, ignore_errors=True)
+            raise
+        self._closed = False
+
+    @property
+    def pid(self) -> int:
+        return self.sandbox.pid
+
+    @property
+    def alive(self) -> bool:
+        """Started, still running, and not yet given a job."""
+        return not self._closed and self.sandbox.alive
+
+    def close(self) -> None:
+        self._closed = True
+        self.wire.close()
+        self.sandbox.close()
+        shutil.rmtree(self.exchange, ignore_errors=True)
+
+    def __enter__(self) -> "CandidateProcess":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+# ----------------------------------------------------------------------------------------------
+# how a verification ends, inside the judge
+
+
+class _Said(Exception):
+    """The candidate process reported a problem: believed, because it is negative."""
+
+    def __init__(self, problem: dict, phases=None):
+        super().__init__(problem["reason"])
+        self.problem, self.phases = problem, phases
+
+
+class _Decided(Exception):
+    """The judge decided a status (mismatch, rejected) from what it checked itself."""
+
+    def __init__(self, status: str, reason: str, feedback: str = ""):
+        super().__init__(reason)
+        self.status, self.reason, self.feedback = status, reason, feedback
+
+
+class _HarnessFailure(Exception):
+    """kgen's own failure: the task or the reference could not do their part."""
+
+
+_MODULES: dict[tuple[str, str], object] = {}
+_MODULES_LOCK = threading.Lock()
+# NOTE: TF32 and the cuDNN flags are process-wide; the judge sets them around each reference call and
+# each eager timing, and verifications in other threads of the caller must not interleave with that.
+_FLAGS_LOCK = threading.RLock()
+
+
+def task_module(task: Task, device: str = "cuda"):
+    """The task file imported in the judge's process (once per file content, device and shapes).
+
+    On the CPU it is imported as the CPU check runs it: with the small sizes verifier.shapes derived (the
+    Task's small_overrides) and device-neutral (`.cuda()` in its functions lands on the CPU)."""
+    from verifier.task import import_task_module
+
+    path = str(task.path.resolve())
+    overrides = task.small_overrides if device == "cpu" else None
+    digest = hashlib.sha256((task.source + repr(sorted((overrides or {}).items()))).encode()).hexdigest()[:16]
+    key = (path, digest, device)
+    with _MODULES_LOCK:
+        if key not in _MODULES:
+            _MODULES[key] = import_task_module(Path(path), f"kgen_judge_task_{task.name}_{digest}",
+                                               overrides=overrides, device="cpu" if device == "cpu" else None)
+        return _MODULES[key]
+
+
+@contextlib.contextmanager
+def precision(tf32: bool):
+    """TF32 off (the correctness reference) or torch's defaults (baselines), restored afterwards."""
+    import torch
+
+    with _FLAGS_LOCK:
+        before = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = tf32
+        try:
+            yield
+        finally:
+            torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = before
+
+
+def checksum_tolerance(ref, dtype, atol, rtol) -> float:
+    """How far a right output's weighted checksum may lie from the reference's: the elementwise bound summed.
+
+    |sum w (c - r)| <= sum |w| (atol + rtol |r|) = atol * N + rtol * sum |r| for ±1 weights (L1 norm N),
+    plus float64 rounding of two sums of N terms."""
+    import torch
+
+    from verifier.correctness import tolerance
+
+    a_tol, r_tol = tolerance(dtype, atol, rtol)
+    flat = ref.detach().reshape(-1)
+    n = flat.numel()
+    total = 0.0
+    step = 1 << 22   # NOTE: in slices: a float64 copy of a multi-GB output would not fit beside it
+    for start in range(0, n, step):
+        total += float(flat[start:start + step].abs().sum(dtype=torch.float64))
+    return a_tol * n + r_tol * total + 1e-12 * n * (total + 1.0)
+
+
+class _Session:
+    """One verification, from the hand-over to the verdict."""
+
+    def __init__(self, task: Task, source: str, config: VerifyConfig, process: CandidateProcess,
+                 device: str, backend: str):
+        self.task, self.source, self.config, self.process = task, source, config, process
+        self.device, self.backend = device, backend
+        self.flags: list[str] = []
+        self.phases: dict[str, float] = {}
+        self.candidate_phases: dict[str, float] = {}
+        self.step = "starting"
+        self.requests = 0
+        self.ran = False
+        self.trials = 0
+        self.aten_ops: list[str] = []
+        self.timing: Timing | None = None
+        self.timing_repeat: Timing | None = None
+        self.baselines: dict[str, Timing] = {}
+        self.floor_ms: float | None = None
+        self.judge_ms: float | None = None
+        self.res: SandboxResult | None = None
+        self.pending_block: tuple | None = None
+        self._thread: threading.Thread | None = None
+        self.started = False
+        self._last = time.perf_counter()
+
+    # -- bookkeeping
+
+    def mark(self, phase: str) -> None:
+        now = time.perf_counter()
+        self.phases[phase] = self.phases.get(phase, 0.0) + now - self._last
+        self._last = now
+
+    def alive(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def _path(self, name: str) -> str:
+        return str(self.process.exchange / name)
+
+    # -- the candidate process
+
+    def start(self) -> None:
+        wire = self.process.wire
+        wire.open()
+        job = {"task_path": str(self.task.path.resolve()), "source": self.source, "device": self.device,
+               "small_overrides": self.task.small_overrides if self.device == "cpu" else None,
+               "backend": self.backend, "requests": wire.requests_path, "replies": wire.replies_path,
+               "exchange": str(self.process.exchange)}
+        self.deadline = time.monotonic() + self.config.timeout_s + GRACE_S
+
+        def run() -> None:
+            self.res = self.process.sandbox.run(job, timeout_s=self.config.timeout_s)
+
+        self._thread = threading.Thread(target=run, daemon=True, name="kgen-candidate-process")
+        self._thread.start()
+        self.started = True
+        self.handed = time.perf_counter()
+
+    def send(self, op: str, step: str, **fields) -> None:
+        self.step = step
+        self.process.wire.send({"op": op, **fields}, self.deadline)
+
+    def receive(self, op: str) -> dict:
+        reply = self.process.wire.receive(op, self.deadline, self.alive)
+        if reply["problem"] is not None:
+            raise _Said(reply["problem"], reply.get("phases"))
+        return reply
+
+    def ask(self, op: str, step: str, **fields) -> dict:
+        self.send(op, step, **fields)
+        return self.receive(op)
+
+    def finish(self) -> SandboxResult:
+        """Close the judge's pipes (the process reads their end and exits) and wait for the sandbox's result."""
+        self.process.wire.close()
+        if self._thread is not None:
+            self._thread.join(max(0.0, self.deadline - time.monotonic()) + GRACE_S)
+        if self.res is None:   # the sandbox did not end in time: stop it; the verdict says it hung
+            self.process.sandbox.close()
+            if self._thread is not None:
+                self._thread.join(GRACE_S)
+        return self.res
+
+    # -- the reference
+
+    def build_reference(self) -> None:
+        from verifier.inputs import build_seeded, input_fn
+
+        try:
+            self.mod = task_module(self.task, self.device)
+            init = list(self.mod.get_init_inputs())
+            self.init_seed = secrets.randbelow(2**31 - 1)
+            self.ref = build_seeded(lambda: self.mod.Model(*init), self.init_seed, self.device).to(self.device)
+        except Exception as exc:  # noqa: BLE001
+            raise _HarnessFailure(f"the task's reference Model could not be built: {type(exc).__name__}: "
+                                  f"{str(exc)[:200]}") from exc
+        self.gen = input_fn(self.mod, self.device)
+        self.ref_params = [(name, p.detach().clone()) for name, p in self.ref.named_parameters()]
+
+    def reference_unchanged(self) -> None:
+        """The reference's parameters are as built: nothing (of kgen's own) changed them between calls."""
+        import torch
+
+        current = dict(self.ref.named_parameters())
+        for name, snap in self.ref_params:
+            now = current.get(name)
+            same = now is not None and now.shape == snap.shape and (
+                torch.equal(now, snap) or bool(((now == snap) | (now.isnan() & snap.isnan())).all()))
+            if not same:
+                raise _HarnessFailure(f"the reference's parameter {name} changed between calls: the judge's "
+                                      f"reference is not what it built, so no verdict can stand")
+
+    def reference(self, xs):
+        import torch
+
+        self.reference_unchanged()
+        try:
+            with precision(tf32=False), torch.no_grad():
+                return self.ref(*xs)
+        except torch.cuda.OutOfMemoryError:
+            raise
+        except Exception as exc:  # noqa: BLE001
+            raise _HarnessFailure(f"the reference Model raised {type(exc).__name__}: {str(exc)[:200]}") from exc
+
+    def inputs(self, seed: int, device: str | None = None) -> list:
+        from verifier.inputs import input_fn, make_inputs
+
+        gen = self.gen if device is None else input_fn(self.mod, device)
+        try:
+            return make_inputs(gen, seed, device or self.device)
+        except Exception as exc:  # noqa: BLE001
+            raise _HarnessFailure(f"the task's input generator raised {type(exc).__name__}: {str(exc)[:200]}") \
+                from exc
+
+    # -- moving tensors
+
+    def write_inputs(self, xs) -> list:
+        import torch
+
+        from verifier import tensorfile
+
+        self.requests += 1
+        spec = []
+        for j, x in enumerate(xs):
+            if isinstance(x, torch.Tensor):
+                path = self._path(f"in-{self.requests}-{j}.t")
+                tensorfile.write(path, x)
+                spec.append({"tensor": path})
+            elif x is None or type(x) in (bool, int, float, str):
+                spec.append({"value": x})
+            else:
+                raise _HarnessFailure(f"input {j} of the task is a {type(x).__name__}: the judge sends tensors "
+                                      f"and plain numbers only")
+        return spec
+
+    def read_outputs(self, items: list, sequence: bool, prefix: str, ref_out):
+        """The candidate's outputs from its files, on the reference's device, shaped as it said."""
+        import torch
+
+        from verifier import tensorfile
+        from verifier.correctness import flatten_outputs
+
+        refs = [r for r in flatten_outputs(ref_out) if isinstance(r, torch.Tensor)]
+        largest = max((r.numel() * r.element_size() for r in refs), default=0)
+        limit = 4 * largest + (1 << 20)
+        device = refs[0].device if refs else torch.device(self.device)
+        outs = []
+        for j, item in enumerate(items):
+            if item != "tensor":
+                outs.append(item["value"])
+                continue
+            path = f"{prefix}-{j}.t"
+            try:
+                t = tensorfile.read(path, max_bytes=limit)
+            except tensorfile.TensorTooLarge as exc:
+                raise _Decided("mismatch", f"output {j}: {exc}") from None
+            except tensorfile.TensorFileError as exc:
+                raise ProtocolError(f"output {j}'s tensor file: {exc}") from None
+            finally:
+                with contextlib.suppress(OSError):
+                    os.unlink(path)
+            outs.append(t.to(device))
+        if sequence:
+            return outs
+        return outs[0] if len(outs) == 1 else outs
+
+    def _cleanup_inputs(self) -> None:
+        for entry in os.scandir(self.process.exchange):
+            if entry.name.startswith(("in-", "param-")) and entry.name.endswith(".t"):
+                with contextlib.suppress(OSError):
+                    os.unlink(entry.path)
+
+    # -- requests
+
+    def build(self) -> None:
+        from verifier import tensorfile
+
+        params = []
+        for i, (name, t) in enumerate(self.ref.state_dict().items()):
+            path = self._path(f"param-{i}.t")
+            tensorfile.write(path, t)
+            params.append([name, path])
+        reply = self.ask("build", "being built", init_seed=self.init_seed, params=params)
+        self._cleanup_inputs()
+        self._take_start_phases(reply["phases"])
+
+    def _take_start_phases(self, pairs) -> None:
+        """The candidate process's own start-up stages, trimmed to the interval the judge saw them take."""
+        span = time.perf_counter() - self.handed
+        pairs = [(cap(name, 100), max(0.0, float(secs))) for name, secs in (pairs or [])]
+        prestart = [(n, s) for n, s in pairs if n == PRESTART_PHASE]
+        rest = [(n, s) for n, s in pairs if n != PRESTART_PHASE]
+        total = sum(s for _, s in rest)
+        scale = min(1.0, span / total) if total > 0 else 1.0
+        for name, secs in prestart[:1]:
+            self.candidate_phases[name] = min(secs, 3600.0)
+        for name, secs in rest[:8]:
+            self.candidate_phases[name] = secs * scale
+        self._last = time.perf_counter()
+
+    def forward(self, xs, during: str, into: str = "fresh"):
+        """One call of the candidate on xs: (its outputs, the reference's), after the candidate said no problem."""
+        spec = self.write_inputs(xs)
+        prefix = self._path(f"out-{self.requests}")
+        self.send("forward", during, inputs=spec, into=into, out=prefix, during=during)
+        ref_out = self.reference(xs)
+        reply = self.receive("forward")
+        self._cleanup_inputs()
+        self.ran = True
+        self.aten_ops = [cap(op, 100) for op in reply["aten_ops"][:50]]
+        return self.read_outputs(reply["outputs"], reply["sequence"], prefix, ref_out), ref_out
+
+    def check(self, xs, during: str, what: str, into: str = "fresh") -> None:
+        from verifier.correctness import compare_outputs
+
+        cand, ref = self.forward(xs, during, into)
+        problem = compare_outputs(cand, ref, self.task.atol, self.task.rtol)
+        if problem:
+            raise _Decided("mismatch", f"{what}: {problem.reason}", problem.feedback)
+
+    # -- the stages
+
+    def correctness(self) -> None:
+        seed = self.config.seed
+        for trial in range(self.config.trials):
+            xs = self.inputs(seed + trial)
+            self.check(xs, "ModelNew.forward", f"trial {trial + 1} (seed {seed + trial})")
+            self.trials = trial + 1
+        self.mark("correctness trials (first call compiles)")
+
+    def hidden_refill(self) -> None:
+        """The last trial's input tensors refilled in place from a hidden seed, and one more call.
+
+        Same tensors, same pointers, same id()s in the candidate process: a result cached by pointer, id,
+        shape or call count is now stale, and inputs from a seed nobody knew defeat precomputed outputs."""
+        xs = self.inputs(secrets.randbelow(2**31 - 1))
+        self.check(xs, "ModelNew.forward (hidden re-check)",
+                   "hidden re-check (the same input tensors refilled from a hidden seed)",
+                   into="last" if self.trials else "fresh")
+        self.mark("hidden re-check")
+
+    def time_on_gpu(self) -> None:
+        from verifier import timing
+
+        config = self.config
+        self.timing_seed = secrets.randbelow(2**31 - 1)
+        t_cand = self.timed("candidate")
+        self.mark("time candidate")
+
+        xs = self.inputs(secrets.randbelow(2**31 - 1))
+        self.check(xs, "ModelNew.forward (after timing)",
+                   f"after {t_cand.reps + config.warmup} timed calls the output is wrong", into="timing")
+        for h in range(config.hidden_trials):
+            xs = self.inputs(secrets.randbelow(2**31 - 1))
+            self.check(xs, f"ModelNew.forward (hidden re-check {h + 1})", f"hidden re-check {h + 1}")
+        self.mark("re-checks after timing")
+        escaped = timing.escaped_stream(t_cand)
+        if escaped:
+            raise _Decided("rejected", escaped)
+        self.timing = t_cand
+        if config.repeat_timing:
+            self.timing_repeat = self.timed("candidate, timed again")
+            self.mark("time candidate again")
+        self.block(t_cand)
+        self.mark("timing block (the judge's clock)")
+
+    def timed(self, who: str) -> Timing:
+        """The candidate process's own timing loop, its spot checks and graph replay checked here."""
+        from verifier import timing
+        from verifier.correctness import compare_outputs
+        from verifier.inputs import refresh_seed
+
+        config = self.config
+        prefix = self._path(f"timed-{self.requests}")
+        self.requests += 1
+        reply = self.ask("time", "being timed", seed=self.timing_seed, reps=config.reps, warmup=config.warmup,
+                         method=config.timing, out=prefix)
+        t = Timing(**reply["timing"])
+        if t.method not in TIMING_METHODS or t.reps != config.reps:
+            raise ProtocolError(f"a timing of {t.reps} reps by {cap(t.method, 20)!r}; {config.reps} by "
+                                f"{config.timing!r} were asked for")
+        if reply["note"]:
+            self.flags.append(cap(f"{who}: {reply['note']}", FLAG_CHARS))
+        spots = [c for c in reply["checked"] if c["rep"] != REPLAY_REP]
+        replays = [c for c in reply["checked"] if c["rep"] == REPLAY_REP]
+        if len(spots) != min(timing.SPOT_CHECKS, config.reps) or len(replays) != (t.method == "graph"):
+            raise ProtocolError(f"{len(spots)} spot-checked and {len(replays)} replayed calls reported")
+        for i, c in enumerate(reply["checked"]):
+            if c["rep"] != REPLAY_REP and not -config.warmup <= c["rep"] < config.reps:
+                raise ProtocolError(f"a spot check of call {c['rep']}, which was not timed")
+            xs = self.inputs(refresh_seed(self.timing_seed, c["rep"]), "cuda")
+            ref = self.reference(xs)
+            cand = self.read_outputs(c["outputs"], c["sequence"], f"{prefix}-c{i}", ref)
+            problem = compare_outputs(cand, ref, self.task.atol, self.task.rtol)
+            if problem:
+                what = ("replayed from its CUDA graph on fresh inputs, the output is wrong" if c["rep"] == REPLAY_REP
+                        else "a timed call's output is wrong (timed calls are checked at random)")
+                raise _Decided("mismatch", f"{what}: {problem.reason}", problem.feedback)
+        return t
+
+    def block(self, t_cand: Timing) -> None:
+        """K calls inside the judge's clock. Checked later (check_block), once the candidate process has ended:
+        the judge's own work must not count against the process's time limit."""
+        import torch
+
+        from verifier import timing
+        from verifier.inputs import block_seed
+
+        trips = []
+        for _ in range(PINGS):
+            t0 = time.perf_counter()
+            self.ask("ping", "answering a ping")
+            trips.append((time.perf_counter() - t0) * 1e3)
+        seed = secrets.randbelow(2**62)
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        self.inputs(block_seed(seed, 0), "cuda")
+        torch.cuda.synchronize()
+        calls = timing.block_calls(t_cand.median_ms, generation_ms=(time.perf_counter() - t0) * 1e3)
+        t0 = time.perf_counter()
+        reply = self.ask("block", "being timed in a block", seed=seed, calls=calls)
+        wall_ms = (time.perf_counter() - t0) * 1e3
+        if len(reply["checksums"]) != calls:
+            raise ProtocolError(f"{len(reply['checksums'])} checksums for a block of {calls} calls")
+        self.pending_block = (t_cand, seed, calls, wall_ms, min(trips), reply["checksums"])
+
+    def check_block(self) -> None:
+        """The block's checksums against the reference's on the same inputs; the claim against its clock."""
+        import torch
+
+        from verifier import timing
+        from verifier.correctness import flatten_outputs
+        from verifier.inputs import block_seed
+
+        t_cand, seed, calls, wall_ms, round_trip_ms, sums = self.pending_block
+        weights = timing.checksum_weights(seed, "cuda")
+        replay = t_cand.method == "graph"
+        buffers = None
+        gen_ms = sum_ms = 0.0
+        for k in range(calls):
+            torch.cuda.synchronize()
+            a = time.perf_counter()
+            xs = self.inputs(block_seed(seed, k), "cuda")
+            if replay:   # the candidate's harness copies each set into the graph's input buffers: so does this
+                if buffers is None:
+                    buffers = [x.clone() if isinstance(x, torch.Tensor) else x for x in xs]
+                for b, x in zip(buffers, xs):
+                    if isinstance(b, torch.Tensor):
+                        b.copy_(x)
+            torch.cuda.synchronize()
+            b_ = time.perf_counter()
+            refs = flatten_outputs(self.reference(xs))
+            torch.cuda.synchronize()
+            c = time.perf_counter()
+            mine = [float(timing.weighted_checksum(r, weights)) if isinstance(r, torch.Tensor) else math.nan
+                    for r in refs]
+            d = time.perf_counter()
+            gen_ms += (b_ - a) * 1e3
+            sum_ms += (d - c) * 1e3
+            if len(sums[k]) != len(refs):
+                raise _Decided("mismatch", f"timed in a block, call {k + 1} returned {len(sums[k])} output(s), the "
+                                           f"reference returns {len(refs)}")
+            for j, (theirs, ours, r) in enumerate(zip(sums[k], mine, refs)):
+                if not isinstance(r, torch.Tensor):   # a plain value: checked in the correctness trials
+                    continue
+                allowed = checksum_tolerance(r, r.dtype, self.task.atol, self.task.rtol)
+                if not abs(float(theirs) - ours) <= allowed:
+                    raise _Decided("mismatch", f"timed in a block of {calls} calls on fresh inputs, call {k + 1}'s "
+                                               f"output {j} is wrong: weighted checksum {float(theirs):.6g}, the "
+                                               f"reference's {ours:.6g} (at most {allowed:.3g} apart)")
+        measure = timing.BlockMeasure(calls=calls, wall_ms=wall_ms, generation_ms=gen_ms, checksum_ms=sum_ms,
+                                      round_trip_ms=round_trip_ms)
+        self.judge_ms = timing.block_per_call_ms(measure)
+        self.flags.append(f"the judge's clock: {self.judge_ms:.4f} ms per call over a block of {calls} calls "
+                          f"(claimed median {t_cand.median_ms:.4f} ms, {t_cand.method})")
+        reason = timing.block_inconsistency(t_cand.median_ms, measure)
+        self.mark("the block checked (in the judge, the candidate process closed)")
+        if reason:
+            raise _Decided("rejected", reason)
+
+    def last_word(self) -> None:
+        reply = self.ask("exit", "being verified")
+        del reply
+
+    def eager_and_floor(self) -> None:
+        """Eager timed here, the candidate process closed; then the roofline floor for the claimed median."""
+        import torch
+
+        from verifier import timing
+        from verifier.inputs import refresh_seed
+
+        config = self.config
+        buffers = self.inputs(refresh_seed(self.timing_seed, -100), "cuda")
+
+        def refresh(rep: int) -> None:
+            fresh = self.inputs(refresh_seed(self.timing_seed, rep), "cuda")
+            for b, f in zip(buffers, fresh):
+                if isinstance(b, torch.Tensor):
+                    b.copy_(f)
+
+        self.reference_unchanged()
+        with precision(tf32=True), torch.no_grad():
+            t, _, note = timing.time_call(lambda: self.ref(*buffers), refresh, method=config.timing, reps=config.reps,
+                                          warmup=config.warmup, flush=timing.l2_flush_buffer())
+        if note:
+            self.flags.append(f"eager: {note}")
+        self.baselines["eager"] = t
+        self.mark("time eager (in the judge, the candidate process closed)")
+        self.floor(buffers)
+        self.mark("roofline check")
+
+    def floor(self, buffers) -> None:
+        import torch
+
+        try:
+            from verifier import physics
+        except ImportError:
+            return
+        name = torch.cuda.get_device_name()
+        try:
+            peaks = physics.peaks_for(name, self.config.peaks_override)
+        except ValueError as exc:  # a malformed peaks override (physics.PeaksError)
+            self.flags.append(f"physics check skipped: {exc}")
+            return
+        if peaks is None:
+            self.flags.append(physics.peaks_note(name, self.config.peaks_override))
+            return
+        with torch.no_grad():
+            work = physics.count_work(self.ref, buffers)
+        self.floor_ms = physics.floor_ms(work, peaks)
+        reason = physics.impossible(self.timing.median_ms, work, peaks)
+        if reason:
+            raise _Decided("rejected", reason)
+
+
+def judge(task: Task, source: str, config: VerifyConfig, process: CandidateProcess, *, device: str,
+          backend: str) -> tuple[VerifyResult, dict[str, float]]:
+    """Verify source in process (started, not yet given a job); (the verdict, where its time went).
+
+    The verdict's phases are left to the caller, who knows its own stages; the second value holds the
+    candidate process's start-up stages, then the judge's own, in order."""
+    s = _Session(task, source, config, process, device, backend)
+    base = dict(task=task.name, backend=backend)
+    status, reason, feedback = "ok", "correct on every trial", ""
+    try:
+        s.start()
+        s.build_reference()
+        s.build()
+        s.correctness()
+        if device == "cuda" and config.time_it:
+            s.time_on_gpu()
+        elif config.trials > 0:
+            s.hidden_refill()
+        s.last_word()
+    except _Said as said:
+        p = said.problem
+        status, reason, feedback = p["status"], cap(p["reason"], REASON_CHARS), cap(p["feedback"], FEEDBACK_CHARS)
+        if said.phases and not s.candidate_phases:
+            s._take_start_phases(said.phases)
+    except _Decided as d:
+        status, reason, feedback = d.status, d.reason, d.feedback
+    except ProtocolError as exc:
+        status, reason = "crashed", f"the candidate's process spoke an unknown protocol: {cap(str(exc), 200)}"
+    except PeerGone:
+        status, reason = "", ""   # decided below, from how the process ended
+    except _HarnessFailure as exc:
+        status, reason = "harness_error", f"kgen's own failure, not the kernel's: {exc}"
+    except Exception as exc:  # noqa: BLE001 - the judge's own bug or an OOM here: never the kernel's fault
+        import traceback
+
+        oom = "OutOfMemoryError" in type(exc).__name__
+        status = "harness_error"
+        reason = (f"kgen's own failure, not the kernel's: the judge ran out of memory ({str(exc)[:160]})" if oom
+                  else f"kgen's own failure, not the kernel's: the judge raised {type(exc).__name__}: {str(exc)[:200]}")
+        feedback = traceback.format_exc()[-FEEDBACK_CHARS:]
+    res = s.finish()
+    s._last = time.perf_counter()   # the process's exit is the sandbox's part of the time, not a stage's
+    if res is None and s.started:
+        status, reason = "timeout", f"ran past the {config.timeout_s:.0f} s limit; its process group was killed"
+    elif res is None:
+        pass   # the judge failed before the process got its job: the failure above is the verdict
+    elif res.timed_out:
+        status, reason = "timeout", f"ran past the {config.timeout_s:.0f} s limit; its process group was killed"
+        feedback = _tail(res.stderr)
+    elif res.limit:
+        status = "crashed"
+        reason = f"the candidate's process {describe_exit(res.returncode)} without a verdict ({res.limit}; the " \
+                 f"sandbox killed it)"
+        feedback = _tail(res.stderr)
+    elif not status:
+        status = "crashed"
+        reason = f"the candidate's process {describe_exit(res.returncode)} without a verdict (while {s.step})"
+        feedback = _tail(res.stderr)
+
+    if status == "ok" and device == "cuda" and config.time_it:
+        try:
+            s.check_block()
+            s.eager_and_floor()
+        except _Decided as d:
+            status, reason, feedback = d.status, d.reason, d.feedback
+        except Exception as exc:  # noqa: BLE001
+            status, reason = "harness_error", f"kgen's own failure, not the kernel's: timing eager raised " \
+                                              f"{type(exc).__name__}: {str(exc)[:200]}"
+    result = VerifyResult(status=status, reason=cap(reason, 1000), feedback=cap(feedback, 4000), **base,
+                          ran=s.ran, trials=s.trials, aten_ops=s.aten_ops, flags=s.flags, floor_ms=s.floor_ms,
+                          judge_ms_per_call=s.judge_ms)
+    if res is not None:
+        result.isolation = list(res.isolation)
+        result.stdout, result.stderr = res.stdout, res.stderr
+        if res.stdout_dropped or res.stderr_dropped:
+            result.flags.append(f"output capped: {res.stdout_dropped + res.stderr_dropped} bytes dropped")
+    if status == "ok" and s.timing is not None:
+        result.timing, result.timing_repeat, result.baselines = s.timing, s.timing_repeat, dict(s.baselines)
+    if device == "cuda":
+        import torch
+
+        result.device = torch.cuda.get_device_name()
+    return result, {**s.candidate_phases, **s.phases}
+
+
+def _tail(text: str, limit: int = FEEDBACK_CHARS) -> str:
+    return text if len(text) <= limit else "...\n" + text[-limit:]

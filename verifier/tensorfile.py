@@ -1,0 +1,150 @@
+"""Tensors as files between the judge and the candidate process: a JSON header, then raw bytes.
+
+    from verifier import tensorfile
+    tensorfile.write(path, tensor)                       # any device; written contiguous, from host memory
+    t = tensorfile.read(path, max_bytes=1 << 30)         # a CPU tensor; TensorFileError when malformed
+
+Format (one file, one tensor):
+    8 bytes   MAGIC b"KGENT001"
+    8 bytes   header length, unsigned little-endian
+    header    UTF-8 JSON, exactly {"dtype": "float32", "shape": [...], "strides": [...], "nbytes": N}
+              with strides the contiguous ones for shape (elements, not bytes)
+    N bytes   the tensor's elements, row-major, the machine's byte order
+
+The reader trusts nothing it reads: the file is opened without following a
+symbolic link and must be a regular file; the header must be small, well-formed
+JSON with exactly those keys; the dtype must be one of DTYPES; shape and strides
+must be lists of non-negative ints with strides contiguous; nbytes must equal
+numel * itemsize, be at most max_bytes, and be exactly what is left in the file.
+The elements are read into a fresh buffer and viewed with torch.frombuffer: no
+pickle, no torch.load, nothing in the file is ever executed.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import stat
+import struct
+
+import torch
+
+MAGIC = b"KGENT001"
+MAX_HEADER_BYTES = 4096
+MAX_DIMS = 16
+DTYPES = {
+    "float64": torch.float64, "float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16,
+    "int64": torch.int64, "int32": torch.int32, "int16": torch.int16, "int8": torch.int8, "uint8": torch.uint8,
+    "bool": torch.bool, "complex64": torch.complex64, "complex128": torch.complex128,
+}
+_NAMES = {v: k for k, v in DTYPES.items()}
+
+
+class TensorFileError(ValueError):
+    """A tensor file that does not follow the format; the message says what is wrong with it."""
+
+
+class TensorTooLarge(TensorFileError):
+    """A well-formed tensor file holding more bytes than the reader allows."""
+
+
+def contiguous_strides(shape: list[int]) -> list[int]:
+    strides, step = [], 1
+    for size in reversed(shape):
+        strides.append(step)
+        step *= max(size, 1)
+    return list(reversed(strides))
+
+
+def dtype_name(dtype: torch.dtype) -> str:
+    """The format's name for dtype; TensorFileError for a dtype the format does not carry."""
+    if dtype not in _NAMES:
+        raise TensorFileError(f"dtype {dtype} cannot be sent as a tensor file")
+    return _NAMES[dtype]
+
+
+def header_for(t: torch.Tensor) -> dict:
+    shape = [int(s) for s in t.shape]
+    return {"dtype": dtype_name(t.dtype), "shape": shape, "strides": contiguous_strides(shape),
+            "nbytes": t.numel() * t.element_size()}
+
+
+def write(path: str | os.PathLike, t: torch.Tensor) -> int:
+    """Write t (any device, any strides) to path, replacing what was there; returns the bytes written."""
+    header = header_for(t)
+    host = t.detach().to("cpu").contiguous()
+    text = json.dumps(header).encode()
+    flat = host.reshape(-1)
+    # NOTE: a uint8 view of the elements, so every dtype (bfloat16 too) leaves as its raw bytes
+    raw = flat.view(torch.uint8).numpy() if flat.numel() else b""
+    tmp = f"{os.fspath(path)}.part"
+    with open(tmp, "wb") as f:
+        f.write(MAGIC + struct.pack("<Q", len(text)) + text)
+        f.write(memoryview(raw) if flat.numel() else b"")
+    os.replace(tmp, path)
+    return len(text) + 16 + header["nbytes"]
+
+
+def read_header(fd: int, size: int) -> tuple[dict, int]:
+    """(the validated header, where the elements start) from an open file of `size` bytes."""
+    head = os.pread(fd, 16, 0)
+    if len(head) < 16 or head[:8] != MAGIC:
+        raise TensorFileError("not a kgen tensor file (no magic)")
+    (length,) = struct.unpack("<Q", head[8:])
+    if length > MAX_HEADER_BYTES or 16 + length > size:
+        raise TensorFileError(f"header of {length} bytes is too long")
+    try:
+        header = json.loads(os.pread(fd, length, 16).decode("utf-8"))
+    except (UnicodeDecodeError, ValueError):
+        raise TensorFileError("header is not JSON") from None
+    validate_header(header)
+    return header, 16 + length
+
+
+def validate_header(header) -> None:
+    if type(header) is not dict or set(header) != {"dtype", "shape", "strides", "nbytes"}:
+        raise TensorFileError("header must hold exactly dtype, shape, strides and nbytes")
+    if type(header["dtype"]) is not str or header["dtype"] not in DTYPES:
+        raise TensorFileError(f"unknown dtype {str(header['dtype'])[:40]!r}")
+    for key in ("shape", "strides"):
+        value = header[key]
+        if type(value) is not list or len(value) > MAX_DIMS or any(type(v) is not int or v < 0 for v in value):
+            raise TensorFileError(f"{key} must be a list of at most {MAX_DIMS} non-negative ints")
+    if header["strides"] != contiguous_strides(header["shape"]):
+        raise TensorFileError("strides are not the contiguous ones for the shape")
+    itemsize = torch.empty((), dtype=DTYPES[header["dtype"]]).element_size()
+    if type(header["nbytes"]) is not int or header["nbytes"] != math.prod(header["shape"]) * itemsize:
+        raise TensorFileError("nbytes does not match shape and dtype")
+
+
+def read(path: str | os.PathLike, max_bytes: int) -> torch.Tensor:
+    """The tensor in path, as a CPU tensor of its own memory; TensorFileError when the file is malformed."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError as exc:
+        raise TensorFileError(f"cannot open {os.path.basename(os.fspath(path))}: {exc.strerror}") from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise TensorFileError("not a regular file")
+        header, start = read_header(fd, info.st_size)
+        nbytes = header["nbytes"]
+        if nbytes > max_bytes:
+            raise TensorTooLarge(f"{nbytes} bytes of elements (shape {header['shape']}, {header['dtype']}), more "
+                                 f"than the {max_bytes} allowed here")
+        if info.st_size - start != nbytes:
+            raise TensorFileError(f"{info.st_size - start} bytes of elements, the header says {nbytes}")
+        buf = bytearray(nbytes)
+        view, got = memoryview(buf), 0
+        while got < nbytes:
+            n = os.preadv(fd, [view[got:]], start + got)
+            if n <= 0:
+                raise TensorFileError("file ended early")
+            got += n
+    finally:
+        os.close(fd)
+    dtype = DTYPES[header["dtype"]]
+    if nbytes == 0:
+        return torch.empty(header["shape"], dtype=dtype)
+    return torch.frombuffer(buf, dtype=torch.uint8).view(dtype).reshape(header["shape"])
