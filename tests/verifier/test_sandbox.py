@@ -7,7 +7,7 @@ import textwrap
 
 import pytest
 
-from processes import alive as _alive
+from processes import alive as _alive, running
 from verifier.sandbox import Sandbox, file_confinement, network_isolation, run_sandboxed
 
 HONEST = '''
@@ -82,17 +82,23 @@ def test_network_is_cut_off(tmp_path):
     assert any("network: isolated" in note for note in res.isolation)
 
 
+def _sleeper(tmp_path) -> str:
+    """Child code that starts a long-lived grandchild carrying tmp_path in its command line (for running())."""
+    return f'''
+        import subprocess, sys
+        p = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)", {str(tmp_path)!r}])
+        print(p.pid, flush=True)'''
+
+
 def test_timeout_kills_the_whole_process_group(tmp_path):
-    res = run_sandboxed(child(tmp_path, '''
-        import subprocess, time
-        p = subprocess.Popen(["sleep", "300"])
-        print(p.pid, flush=True)
+    res = run_sandboxed(child(tmp_path, _sleeper(tmp_path) + '''
+        import time
         while True:
             time.sleep(1)'''), {}, timeout_s=3)
     assert res.timed_out and res.message is None
-    grandchild = int(res.stdout.split()[0])
+    assert res.stdout.split(), res.stderr[-800:]   # the grandchild had started
     time.sleep(0.2)
-    assert not _alive(grandchild)
+    assert running(str(tmp_path)) == []
 
 
 def test_output_is_capped_and_drained(tmp_path):
@@ -219,10 +225,8 @@ def test_prestarted_time_limit_counts_from_the_job(tmp_path):
 
 
 def test_prestarted_timeout_kills_the_whole_process_group(tmp_path):
-    argv = child(tmp_path, '''
-        import subprocess, time
-        p = subprocess.Popen(["sleep", "300"])
-        print(p.pid, flush=True)
+    argv = child(tmp_path, _sleeper(tmp_path) + '''
+        import time
         time.sleep(5)''', warm_up="pass")
     with Sandbox(argv) as box:
         time.sleep(1)
@@ -230,28 +234,28 @@ def test_prestarted_timeout_kills_the_whole_process_group(tmp_path):
         res = box.run({}, timeout_s=2)
     assert res.timed_out and res.message is None
     assert 2 <= time.monotonic() - started < 4.5
-    grandchild = int(res.stdout.split()[0])
+    assert res.stdout.split(), res.stderr[-800:]
     time.sleep(0.2)
-    assert not _alive(grandchild)
+    assert running(str(tmp_path)) == []
 
 
 def _warm_up_with_grandchild(tmp_path) -> str:
     # the grandchild's pid goes to a file: nothing comes back from a child that never gets its job
     return f'''
-        import subprocess
-        p = subprocess.Popen(["sleep", "300"])
+        import subprocess, sys
+        p = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)", "grandchild", {str(tmp_path)!r}])
         open({str(tmp_path / "grandchild.pid")!r}, "w").write(str(p.pid))'''
 
 
 def _started(box, tmp_path) -> tuple[int, str]:
-    """The grandchild's pid once the pre-started child has started it, and the child's working directory."""
+    """The grandchild's host pid once the pre-started child has started it, and the child's working directory."""
     workdir = os.readlink(f"/proc/{box.pid}/cwd")
     pid_file = tmp_path / "grandchild.pid"
     for _ in range(200):
         if pid_file.exists() and pid_file.read_text():
             break
         time.sleep(0.05)
-    return int(pid_file.read_text()), workdir
+    return next(p for p in running(str(tmp_path)) if b"grandchild" in open(f"/proc/{p}/cmdline", "rb").read()), workdir
 
 
 def _kgen_cgroups(pid: int) -> list[str]:
