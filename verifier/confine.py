@@ -126,6 +126,9 @@ def build_file_system(writable: list[str], readable: list[str]) -> dict:
         if _under(path, hidden) and not _under(path, keep_rw):
             back.append((os.open(path, os.O_PATH | os.O_CLOEXEC), path, "dir" if os.path.isdir(path) else "file",
                          False))
+    # NOTE: outermost first, so that a writable directory inside a read-only one (a scratch directory under
+    # a PYTHONPATH entry) is bound on top of it, not hidden under it
+    back.sort(key=lambda entry: entry[1].rstrip("/").count("/"))
     for h in hidden:
         try:
             _mount("tmpfs", h, "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777" if h != "/run" else "mode=0755")
@@ -249,7 +252,8 @@ def _end_like(status: int) -> None:
     """Exit as a process with this wait status did: the same code, or death by the same signal."""
     if os.WIFSIGNALED(status):
         sig = os.WTERMSIG(status)
-        signal.signal(sig, signal.SIG_DFL)
+        if sig not in (signal.SIGKILL, signal.SIGSTOP):   # those two cannot be caught, nor set
+            signal.signal(sig, signal.SIG_DFL)
         os.kill(os.getpid(), sig)
         os._exit(128 + sig)
     os._exit(os.WEXITSTATUS(status) if os.WIFEXITED(status) else 1)

@@ -17,67 +17,90 @@ directory and cgroups removed on close(), on garbage collection, at the
 parent's exit, or by the watchdog after MAX_IDLE_S without a job.
 `run_sandboxed` is the one-shot form: key and job in one line.
 
-What is isolated:
-- a fresh Python process per run, in its own process group and session; on
-  timeout the whole group is killed (SIGKILL), grandchildren included (a
-  pre-started child's time limit counts from the hand-over of its job);
+What is isolated (each run's `isolation` notes say which of these held for it, from the
+launcher's own report, and `isolation_missing` names the properties that did not):
+- a fresh Python process per run, started by the OS confinement's launcher
+  (verifier/confine.py; its docstring has the details): its own PID namespace
+  with a fresh /proc (kgen, the decoys and every other process of the host
+  have no pid inside: no /proc/<ppid>/environ, mem, cwd or ns/ to reach, nothing
+  to signal or trace; the launcher's parent is outside, the program's parent is
+  the namespace's init, which takes no signal); its own mount, network, IPC
+  and UTS namespaces;
+- no capabilities: the uid stays 0 (the interpreter often lives under /root,
+  0700), but all five capability sets are empty and the securebits locked, so
+  it is bound by file modes like any user and no exec gives capabilities back;
+  no_new_privs; a seccomp filter (verifier/seccomp.py) that denies with EPERM
+  ptrace, process_vm_readv/writev, setns, unshare, the mount family, the pidfd
+  calls, keyrings, bpf, perf_event_open (kept for a GPU profiler: `profiler=`,
+  by default when argv[0] is ncu), reboot, kexec, modules, io_uring, clone()
+  with namespace flags; kill() is not filtered (seccomp cannot tell whose a pid
+  is; with a PID namespace every pid it can name is the sandbox's own);
+- the file system: read-only everywhere except the sandbox's directory, the
+  caller's `cwd` and kgen's compile caches; /tmp, /var/tmp and /run private
+  and empty (other programs' sockets are there); /dev holds only null, zero,
+  full, random, urandom, tty, the NVIDIA nodes and a private /dev/shm;
+- no network: its own network namespace, whose loopback is its own and down;
+- every process it starts dies with it: when the program ends, the namespace's
+  init ends and the kernel kills whatever is left in the namespace (a
+  double-forked, session-leaving, cgroup-leaving process included); on timeout
+  or a limit, the launcher's process group, tree and cgroups are SIGKILLed
+  (cgroup.kill where the kernel has it), which ends the namespace too;
+- processes and threads: RLIMIT_NPROC does not bind root (and kgen runs as
+  root here and in CI), so two other bounds hold instead. Where a pids
+  controller is writable (cgroup v2: a child of kgen's own cgroup, with the
+  controller enabled in its cgroup.subtree_control, after moving the group's
+  own processes, kgen's included, into its leaf child kgen-host/ where v2's
+  no-internal-processes rule requires it; cgroup v1: the pids hierarchy),
+  the child runs in a fresh cgroup whose `pids.max` the kernel
+  enforces (forks and thread starts fail beyond it). Always, a watchdog thread
+  in the parent counts, every 0.1 s, the processes in the child's process
+  group, session or process tree (/proc/*/stat) and their threads; above
+  MAX_PROCESSES processes or MAX_THREADS threads it kills them all and the
+  result says "started too many processes" / "started too many threads";
+- host memory, where a memory controller is writable (v2 `memory.max` with
+  swap off and `memory.oom.group`; v1 `memory.limit_in_bytes`): capped at
+  MEMORY_FRACTION of the machine's RAM, so a candidate that touches too much
+  memory is killed by the kernel alone ("used more than N GB of host memory",
+  from memory.events' oom_kill on v2), not another process on the machine.
+  Where neither can be written the note says "memory: NOT capped (why)";
+- the child joins its cgroups between fork and exec, before it can fork;
 - its own temporary working directory (also $HOME and $TMPDIR), removed afterwards;
 - an environment scrubbed of secrets: every variable whose name contains KEY,
   TOKEN, SECRET, PASSWORD or CREDENTIAL, and every OPENAI_* variable, is removed;
-- no network, where the OS allows: the child runs under `unshare -n` (as root)
-  or `unshare -rn` (an unprivileged user namespace). When neither works the
-  result's `isolation` list says "network: NOT isolated";
-- a read-only file system, where the OS allows (`unshare -m`, then this
-  module's `confine` as a launcher before the real program): every mount is
-  remounted read-only except the sandbox's directory, the caller's `cwd`, and
-  kgen's compile caches; /dev/shm is a private tmpfs; /proc/sys and
-  /proc/sysrq-trigger are read-only; /proc and /dev stay as they are (CUDA
-  needs its device nodes). Probed once per process; `isolation` says which;
-- processes and threads: RLIMIT_NPROC does not bind root (and kgen runs as
-  root here and in CI), so two other bounds hold instead. Where the cgroup v1
-  `pids` controller is writable, the child runs in a fresh pids cgroup whose
-  `pids.max` the kernel enforces (forks and thread starts fail beyond it), and
-  which lets every member be killed at the end, even one that left the
-  session. Always, a watchdog thread in the parent counts, every 0.1 s, the
-  processes in the child's process group, session or process tree (/proc/*/stat)
-  and their threads (field num_threads); above MAX_PROCESSES processes or
-  MAX_THREADS threads it kills them all and the result says "started too many
-  processes" / "started too many threads";
-- host memory, where the cgroup v1 `memory` controller is writable: a fresh
-  memory cgroup capped at MEMORY_FRACTION of the machine's RAM, so a candidate
-  that touches too much memory is killed by the kernel alone ("used more than
-  N GB of host memory"), not another process on the machine. An allocation
-  larger than the machine fails at once in the child (an out-of-memory error,
-  reported as the candidate's runtime error);
 - no core dumps; files it writes capped in size; captured stdout/stderr capped
   per stream (the rest is drained and dropped);
 - the verdict comes back over a pipe, signed with a key only the harness knows
   (verifier.channel): the candidate's stdout, files and exit code cannot forge it.
 
 What is NOT isolated:
-- where the probes fail (no `unshare -m`, no writable cgroups), the file system
-  and memory: the child runs as the same user and could write wherever that
-  user can; the run-time policy in the worker (verifier.integrity) still
-  refuses the candidate's own file writes outside its directory;
+- where unshare(2) fails (not root and no unprivileged user namespaces, or a
+  container that forbids them), none of the confinement holds: the child runs
+  as kgen's user with kgen's view of the machine, and every note says NOT; the
+  run-time policy in the worker (verifier.integrity) still refuses the
+  candidate's own file writes outside its directory;
+- files readable by root's file modes: the uid is 0, so what the mounts show
+  (the project, /root where kgen lives, /etc) can be read, e.g. a key kept in a
+  file rather than the environment; it can be written nowhere but the three
+  writable places;
 - kgen's compile caches (Triton, torch extensions, CuPy) under ~/.cache/kgen are
   writable and shared between runs, so that a re-verification is fast: a
   candidate could leave files there;
 - the GPU: it is shared with the parent; a GPU fault kills only the child's
   context, but a kernel that hangs the GPU until the timeout holds it that long;
-  GPU memory is not capped;
-- /proc of the machine (no PID namespace): the child can see other processes.
-A candidate that defeats the static checks with dynamic code could reach the
-harness's memory; kgen's guarantees hold against the exploit classes its test
-suite names, not against arbitrary malicious code. Run untrusted kernels on a
-machine you can afford to lose.
+  GPU memory is not capped; the NVIDIA device nodes are the driver's whole
+  surface;
+- the kernel itself: what seccomp lets through (the usual file, memory, socket
+  and process calls) is the attack surface of a kernel exploit. Run untrusted
+  kernels on a machine you can afford to lose.
 
-`python -m verifier.sandbox --confine DIR... -- PROGRAM ARGS...` is the launcher
-that applies the read-only file system inside the new mount namespace and then
-executes PROGRAM; a Sandbox puts it in front of the child's command.
+`python -m verifier.confine [--report-fd=N] [--profiler] DIR... -- PROGRAM ARGS...` is the launcher
+(`python -m verifier.sandbox --confine ...`, its older spelling, still works); a Sandbox puts it in
+front of the child's command.
 """
 
 from __future__ import annotations
 
+import errno
 import functools
 import json
 import os
@@ -388,6 +411,8 @@ class _Cgroup:
         except (OSError, StopIteration):
             return None, "not in a cgroup v2 hierarchy"
         parent = CGROUP_ROOT / own.strip().lstrip("/")
+        if parent.name == HOST_LEAF:
+            parent = parent.parent   # kgen (or an earlier kgen) already made room in this group
         wanted = {name.split(".")[0] for name in limits}
         try:
             available = set((parent / "cgroup.controllers").read_text().split())
@@ -396,14 +421,12 @@ class _Cgroup:
             return None, f"cannot read {parent}: {exc.strerror}"
         if wanted - available:
             return None, f"controller {' and '.join(sorted(wanted - available))} not delegated to {parent}"
+        if not wanted:
+            return None, f"no controller asked for under {parent}"
         if wanted - enabled:
-            try:
-                (parent / "cgroup.subtree_control").write_text(" ".join(f"+{c}" for c in sorted(wanted - enabled)))
-            except OSError as exc:
-                # NOTE: EBUSY: cgroup v2 lets a non-root group with processes of its own have no controllers
-                # for its children; kgen does not move other processes out of its own group to make room
-                return None, f"cannot enable {' '.join(sorted(wanted - enabled))} in {parent}/cgroup.subtree_control " \
-                             f"({exc.strerror})"
+            problem = _enable_controllers(parent, sorted(wanted - enabled))
+            if problem:
+                return None, problem
         group, why = cls._make(parent, 2, limits)
         if group is not None:
             for name, value in optional.items():
@@ -488,19 +511,70 @@ def _limits() -> "tuple[dict[str, tuple[_Cgroup | None, str]], list[str]]":
     unified, else v1. One v2 group carries both limits."""
     memory_cap = _memory_cap_bytes()
     if cgroup_v2():
-        limits = {"pids.max": MAX_TASKS}
-        if memory_cap:
-            limits["memory.max"] = memory_cap
+        available = _v2_controllers()
+        limits, missing = {}, {}
+        for controller, name, value in (("pids", "pids.max", MAX_TASKS), ("memory", "memory.max", memory_cap)):
+            if not value:
+                missing[controller] = "MemTotal unknown"
+            elif controller not in available:
+                missing[controller] = f"cgroup v2: controller {controller} not delegated to kgen's cgroup"
+            else:
+                limits[name] = value
         # NOTE: swap off, so the cap is the memory it may touch; oom.group: an OOM kill takes the whole sandbox
-        group, why = _Cgroup.create_v2(limits, {"memory.swap.max": 0, "memory.oom.group": 1})
-        if group is None and memory_cap:
-            pids_only, pids_why = _Cgroup.create_v2({"pids.max": MAX_TASKS}, {})
-            return {"pids": (pids_only, pids_why), "memory": (None, why)}, []
-        return {"pids": (group, why), "memory": (group if memory_cap else None, why or "MemTotal unknown")}, []
+        group, why = _Cgroup.create_v2(limits, {"memory.swap.max": 0, "memory.oom.group": 1}) if limits else \
+            (None, "")
+        return {c: (group if f"{c}.max" in limits else None, missing.get(c) or why) for c in ("pids", "memory")}, []
     pids = _Cgroup.create("pids", {"pids.max": MAX_TASKS})
     memory = _Cgroup.create("memory", {"memory.limit_in_bytes": memory_cap}) if memory_cap else \
         (None, "MemTotal unknown")
     return {"pids": pids, "memory": memory}, []
+
+
+def _v2_controllers() -> set[str]:
+    """The controllers that kgen's own v2 cgroup may hand to its children."""
+    try:
+        own = next(line[3:] for line in Path("/proc/self/cgroup").read_text().splitlines() if line.startswith("0::"))
+        parent = CGROUP_ROOT / own.strip().lstrip("/")
+        if parent.name == HOST_LEAF:
+            parent = parent.parent
+        return set((parent / "cgroup.controllers").read_text().split())
+    except (OSError, StopIteration):
+        return set()
+
+
+HOST_LEAF = "kgen-host"   # where the processes of kgen's own v2 cgroup move, so that its children get controllers
+
+
+def _enable_controllers(parent: Path, controllers: list[str]) -> str:
+    """Enable `controllers` for parent's children; "" or why not.
+
+    cgroup v2's no-internal-processes rule: a non-root group that holds processes cannot hand
+    controllers to its children (EBUSY). Then every process of the group (kgen, the shell that
+    started it: all under the same limits as before) moves into its leaf child HOST_LEAF, and the
+    write is tried again; the sandboxes' groups are made beside that leaf."""
+    line = " ".join(f"+{c}" for c in controllers)
+    moved = 0
+    for attempt in range(5):
+        try:
+            (parent / "cgroup.subtree_control").write_text(line)
+            return ""
+        except OSError as exc:
+            if exc.errno != errno.EBUSY or attempt == 4:
+                return f"cannot enable {' '.join(controllers)} in {parent}/cgroup.subtree_control ({exc.strerror}" \
+                       f"{f', after moving {moved} processes into {HOST_LEAF}/' if moved else ''})"
+        leaf = parent / HOST_LEAF
+        try:
+            leaf.mkdir(exist_ok=True)
+            for pid in (parent / "cgroup.procs").read_text().split():
+                try:
+                    (leaf / "cgroup.procs").write_text(pid)
+                    moved += 1
+                except OSError:
+                    pass   # gone meanwhile, or a process the kernel will not move
+        except OSError as exc:
+            return f"cannot enable {' '.join(controllers)} in {parent}: {parent} holds processes and " \
+                   f"{leaf} cannot take them ({exc.strerror})"
+    return ""
 
 
 def _memory_cap_bytes() -> int:
