@@ -19,9 +19,8 @@ puts this launcher in front of the worker's command line. It runs as three proce
   (an init gets only the signals it handles; it handles none);
 - the program, PID 2, under everything above.
 
-The file system inside: mounts made private; /tmp, /var/tmp and /run replaced
-by empty tmpfs (the sockets there, a database's, tmux's, an agent's, are
-gone); DIR... (the sandbox's directory, the caller's directory, the compile
+The file system inside: mounts made private; /run replaced by an empty tmpfs
+(daemons' sockets and state); DIR... (the sandbox's directory, the caller's directory, the compile
 caches) bound back writable; the program's own files (existing paths in its
 argv and PYTHONPATH) bound back read-only; a fresh /proc of the new PID
 namespace, with /proc/sys and the like read-only; every other mount
@@ -55,7 +54,9 @@ MS_NOATIME, MS_NODIRATIME, MS_RELATIME = 1024, 2048, 1 << 21
 KEEP_FLAGS = {"nosuid": MS_NOSUID, "nodev": MS_NODEV, "noexec": MS_NOEXEC, "noatime": MS_NOATIME,
               "nodiratime": MS_NODIRATIME, "relatime": MS_RELATIME}
 PROC_READ_ONLY = ["/proc/sys", "/proc/sysrq-trigger", "/proc/irq", "/proc/bus", "/proc/fs"]
-HIDDEN = ["/tmp", "/var/tmp", "/run"]          # replaced by empty tmpfs (sockets of other programs live there)
+# NOTE: /run only: a task file, a test's script or a caller's directory often lives under /tmp, and a job
+# names its task only after the start; the sockets under /tmp are out of reach by seccomp (no AF_UNIX socket)
+HIDDEN = ["/run"]                              # replaced by an empty tmpfs (daemons' sockets and state live there)
 DEVICES = ["null", "zero", "full", "random", "urandom", "tty"]
 DEVICE_GLOBS = ["nvidia*", "dri"]              # CUDA's nodes (nvidiactl, nvidia0.., nvidia-uvm, nvidia-caps/)
 DEV_LINKS = {"fd": "/proc/self/fd", "stdin": "/proc/self/fd/0", "stdout": "/proc/self/fd/1",
@@ -180,9 +181,9 @@ def build_file_system(writable: list[str], readable: list[str]) -> dict:
 
 def _minimal_dev(hidden: list[str]) -> str:
     """Replace /dev by a tmpfs holding only the devices a candidate needs; returns the list, or raises OSError."""
-    if "/tmp" not in hidden:
-        raise OSError(2, "no private /tmp to build it in")
-    stage = "/tmp/.kgen-dev"
+    if "/run" not in hidden:
+        raise OSError(2, "no private /run to build it in")
+    stage = "/run/.kgen-dev"
     os.mkdir(stage, 0o755)
     _mount("tmpfs", stage, "tmpfs", MS_NOSUID | MS_NOEXEC, "mode=0755")
     kept = []
@@ -298,8 +299,8 @@ def _init(program: list[str], writable: list[str], readable: list[str], report: 
         report["capabilities"] = ""
         report["problems"].append(str(exc))
     try:
-        seccomp.install(allow_perf=profiler)
-        report["seccomp"] = "perf_event_open allowed (profiler)" if profiler else "on"
+        seccomp.install(allow_perf=profiler, allow_unix=profiler)
+        report["seccomp"] = "perf_event_open and AF_UNIX sockets allowed (profiler)" if profiler else "on"
     except (OSError, ValueError) as exc:
         report["seccomp"] = ""
         report["problems"].append(f"seccomp: {exc}")
