@@ -20,7 +20,9 @@ puts this launcher in front of the worker's command line. It runs as three proce
 - the program, PID 2, under everything above.
 
 The file system inside: mounts made private; /run replaced by an empty tmpfs
-(daemons' sockets and state); DIR... (the sandbox's directory, the caller's directory, the compile
+(daemons' sockets and state); the named sockets under /tmp and /var/tmp (two
+levels down: tmux's, X's, ssh agents', a database's) masked by /dev/null;
+DIR... (the sandbox's directory, the caller's directory, the compile
 caches) bound back writable; the program's own files (existing paths in its
 argv and PYTHONPATH) bound back read-only; a fresh /proc of the new PID
 namespace, with /proc/sys and the like read-only; every other mount
@@ -43,6 +45,7 @@ import glob
 import json
 import os
 import signal
+import stat
 import struct
 import sys
 
@@ -55,8 +58,11 @@ KEEP_FLAGS = {"nosuid": MS_NOSUID, "nodev": MS_NODEV, "noexec": MS_NOEXEC, "noat
               "nodiratime": MS_NODIRATIME, "relatime": MS_RELATIME}
 PROC_READ_ONLY = ["/proc/sys", "/proc/sysrq-trigger", "/proc/irq", "/proc/bus", "/proc/fs"]
 # NOTE: /run only: a task file, a test's script or a caller's directory often lives under /tmp, and a job
-# names its task only after the start; the sockets under /tmp are out of reach by seccomp (no AF_UNIX socket)
+# names its task only after the start; the named sockets under /tmp are masked one by one instead
 HIDDEN = ["/run"]                              # replaced by an empty tmpfs (daemons' sockets and state live there)
+# Where other programs keep named sockets (tmux-0/default, .X11-unix/X0, ssh-*/agent.*, .s.PGSQL.5432): a uid-0
+# client would be let in. Each socket found here gets /dev/null bound over it (connect: ECONNREFUSED).
+SOCKET_GLOBS = ["/tmp/*", "/tmp/*/*", "/tmp/.*", "/tmp/.*/*", "/var/tmp/*", "/var/tmp/*/*"]
 DEVICES = ["null", "zero", "full", "random", "urandom", "tty"]
 DEVICE_GLOBS = ["nvidia*", "dri"]              # CUDA's nodes (nvidiactl, nvidia0.., nvidia-uvm, nvidia-caps/)
 DEV_LINKS = {"fd": "/proc/self/fd", "stdin": "/proc/self/fd/0", "stdout": "/proc/self/fd/1",
@@ -145,6 +151,8 @@ def build_file_system(writable: list[str], readable: list[str]) -> dict:
     for path in keep_rw:
         if not _under(path, hidden):
             _mount(path, path, None, MS_BIND | MS_REC)
+    masked = _mask_sockets(problems)
+    done["sockets_masked"] = masked
     # a fresh /proc: only this PID namespace's processes, so no /proc/<kgen's pid>
     try:
         _mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
@@ -177,6 +185,21 @@ def build_file_system(writable: list[str], readable: list[str]) -> dict:
                 problems.append(str(exc))
     done["problems"] = problems
     return done
+
+
+def _mask_sockets(problems: list[str]) -> int:
+    """Bind /dev/null over every named socket that SOCKET_GLOBS finds; returns how many."""
+    masked = 0
+    for pattern in SOCKET_GLOBS:
+        for path in glob.glob(pattern):
+            try:
+                if not stat.S_ISSOCK(os.lstat(path).st_mode):
+                    continue
+                _mount("/dev/null", path, None, MS_BIND)
+                masked += 1
+            except OSError as exc:
+                problems.append(f"socket {path}: {exc}")
+    return masked
 
 
 def _minimal_dev(hidden: list[str]) -> str:
@@ -281,6 +304,7 @@ def _init(program: list[str], writable: list[str], readable: list[str], report: 
         report["files"] = not built["problems"]
         report["proc"] = built["proc"]
         report["devices"] = built["devices"]
+        report["sockets_masked"] = built["sockets_masked"]
         report["problems"] += built["problems"]
     except OSError as exc:
         report["files"] = False
@@ -299,8 +323,8 @@ def _init(program: list[str], writable: list[str], readable: list[str], report: 
         report["capabilities"] = ""
         report["problems"].append(str(exc))
     try:
-        seccomp.install(allow_perf=profiler, allow_unix=profiler)
-        report["seccomp"] = "perf_event_open and AF_UNIX sockets allowed (profiler)" if profiler else "on"
+        seccomp.install(allow_perf=profiler)
+        report["seccomp"] = "perf_event_open allowed (profiler)" if profiler else "on"
     except (OSError, ValueError) as exc:
         report["seccomp"] = ""
         report["problems"].append(f"seccomp: {exc}")

@@ -37,8 +37,8 @@ launcher's own report, and `isolation_missing` names the properties that did not
   is; with a PID namespace every pid it can name is the sandbox's own);
 - the file system: read-only everywhere except the sandbox's directory, the
   caller's `cwd` and kgen's compile caches; /run private and empty (daemons'
-  sockets); no AF_UNIX socket can be made (seccomp), so no named socket on the
-  host (tmux, a database, docker under /tmp or elsewhere) can be reached; /dev holds only null, zero,
+  sockets, docker's); the named sockets two levels under /tmp and /var/tmp
+  (tmux, X, ssh agents, a database) masked; /dev holds only null, zero,
   full, random, urandom, tty, the NVIDIA nodes and a private /dev/shm;
 - no network: its own network namespace, whose loopback is its own and down;
 - every process it starts dies with it: when the program ends, the namespace's
@@ -248,12 +248,12 @@ def confinement_notes(report: dict | None, *, asked: bool = True) -> tuple[list[
                  f"and the securebits locked"),
         "no_new_privs": (bool(report.get("no_new_privs")), "no_new_privs: set"),
         "seccomp": (bool(report.get("seccomp")), f"seccomp: filter on ({report.get('seccomp')}): ptrace, setns, "
-                                                 f"unshare, mount, pidfd_*, bpf, keyctl, AF_UNIX sockets, ... denied "
-                                                 f"with EPERM"),
+                                                 f"unshare, mount, pidfd_*, bpf, keyctl, ... denied with EPERM"),
         "network": (bool(report.get("network")), "network: isolated (own network namespace, no interfaces up)"),
         "files": (bool(report.get("files")),
                   "files: read-only outside the sandbox's directory, the caller's directory and the compile caches; "
-                  f"/run private and empty; /dev only: {report.get('devices') or '?'}"),
+                  f"/run private and empty; named sockets under /tmp masked ({report.get('sockets_masked', 0)}); "
+                  f"/dev only: {report.get('devices') or '?'}"),
     }
     notes, missing = [], []
     for name, (ok, note) in held.items():

@@ -2,7 +2,7 @@
 
     from verifier import seccomp
     seccomp.install()                    # this process and everything it starts from now on
-    seccomp.install(allow_perf=True, allow_unix=True)   # a profiler's: perf_event_open and AF_UNIX sockets stay
+    seccomp.install(allow_perf=True)     # the same, but perf_event_open stays allowed (a profiler needs it)
     seccomp.DENIED                       # the names denied, for the notes and the tests
 
 The filter is classic BPF written here with ctypes (no libseccomp): it checks
@@ -13,10 +13,10 @@ unshare, the mount family (mount, umount2, pivot_root, fsopen, fsmount,
 move_mount, open_tree, ...), the pidfd calls, the kernel keyring, bpf,
 perf_event_open (unless allow_perf), reboot, kexec, kernel modules, swap,
 clocks, io_uring (its operations would bypass this filter), userfaultfd,
-name_to_handle_at/open_by_handle_at, chroot, clone() with a namespace
-flag, and socket(AF_UNIX) (a named socket on the host, a tmux server's or a
-database's, would take a uid-0 client's connection; socketpair() stays; a
-profiler, allow_unix, keeps it). clone3 answers ENOSYS, so that glibc falls back to clone(), whose flags
+name_to_handle_at/open_by_handle_at, chroot, and clone() with a namespace
+flag. AF_UNIX sockets stay allowed: CUDA's driver makes one at start-up
+(cudaGetDeviceCount fails with error 304 without it); the named sockets of
+the host are masked by the mount namespace instead (verifier.confine). clone3 answers ENOSYS, so that glibc falls back to clone(), whose flags
 the filter can read (clone3's are behind a pointer).
 
 Not filtered: kill/tkill/tgkill. seccomp sees only the target pid number, not
@@ -103,8 +103,6 @@ SYSCALLS: dict[str, tuple[int | None, int | None]] = {
 DENIED = tuple(SYSCALLS)
 CLONE = (56, 220)
 CLONE3 = (435, 435)
-SOCKET = (41, 198)
-AF_UNIX = 1
 # CLONE_NEWNS | NEWCGROUP | NEWUTS | NEWIPC | NEWUSER | NEWPID | NEWNET (CLONE_NEWTIME is clone3/unshare only)
 CLONE_NAMESPACE_FLAGS = 0x00020000 | 0x02000000 | 0x04000000 | 0x08000000 | 0x10000000 | 0x20000000 | 0x40000000
 
@@ -131,7 +129,7 @@ def machine() -> str:
     return m
 
 
-def program(arch: str, *, allow_perf: bool = False, allow_unix: bool = False) -> list[tuple[int, int, int, int]]:
+def program(arch: str, *, allow_perf: bool = False) -> list[tuple[int, int, int, int]]:
     """The filter as (code, jt, jf, k) instructions for `arch`."""
     col = 0 if arch == "x86_64" else 1
     eperm, enosys = _RET_ERRNO | errno.EPERM, _RET_ERRNO | errno.ENOSYS
@@ -152,21 +150,14 @@ def program(arch: str, *, allow_perf: bool = False, allow_unix: bool = False) ->
             (_LD_W_ABS, 0, 0, _OFF_ARG0),
             (_JSET_K, 0, 1, CLONE_NAMESPACE_FLAGS),
             (_RET_K, 0, 0, eperm)]
-    if not allow_unix:
-        # socket(AF_UNIX, ...): a named socket on the host (a tmux server, a database, docker) would take the
-        # connection of a uid-0 client; socketpair() (a separate call) stays allowed
-        ins += [(_JEQ_K, 0, 3, SOCKET[col]),
-                (_LD_W_ABS, 0, 0, _OFF_ARG0),
-                (_JEQ_K, 0, 1, AF_UNIX),
-                (_RET_K, 0, 0, eperm)]
     ins += [(_RET_K, 0, 0, _RET_ALLOW)]
     return ins
 
 
-def install(*, allow_perf: bool = False, allow_unix: bool = False) -> None:
+def install(*, allow_perf: bool = False) -> None:
     """Set no_new_privs and load the filter into this thread (and all it forks and executes). OSError on failure."""
     libc = ctypes.CDLL(None, use_errno=True)
-    ins = program(machine(), allow_perf=allow_perf, allow_unix=allow_unix)
+    ins = program(machine(), allow_perf=allow_perf)
     array = (_SockFilter * len(ins))(*[_SockFilter(*i) for i in ins])
     prog = _SockFprog(len(ins), ctypes.cast(array, ctypes.POINTER(_SockFilter)))
     if libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:

@@ -424,11 +424,12 @@ def test_run_and_dev_are_private(tmp_path):
 
 
 @needs_confinement
-def test_a_named_unix_socket_on_the_host_is_out_of_reach(tmp_path):
+def test_a_named_unix_socket_under_tmp_is_out_of_reach(tmp_path):
     import socket
+    import tempfile
     import threading
 
-    path = str(tmp_path / "host.sock")
+    path = os.path.join(tempfile.gettempdir(), f"kgen-test-{os.getpid()}.sock")   # where tmux and agents keep theirs
     server = socket.socket(socket.AF_UNIX)
     server.bind(path)
     server.listen(1)
@@ -442,19 +443,22 @@ def test_a_named_unix_socket_on_the_host_is_out_of_reach(tmp_path):
             pass   # closed at the end of the test, nothing having connected
 
     threading.Thread(target=accept, daemon=True).start()
-    res = run_sandboxed(child(tmp_path, f'''
-        import socket
-        try:
-            s = socket.socket(socket.AF_UNIX)
-            s.connect({path!r})
-            outcome = "connected"
-        except OSError as exc:
-            outcome = exc.strerror
-        a, b = socket.socketpair()   # what multiprocessing needs stays
-        a.send(b"x")
-        chan.send({{"outcome": outcome, "pair": b.recv(1).decode()}})'''), {}, timeout_s=30)
-    server.close()
-    assert res.message == {"outcome": "Operation not permitted", "pair": "x"}, res.stderr[-800:]
+    try:
+        res = run_sandboxed(child(tmp_path, f'''
+            import socket
+            try:
+                s = socket.socket(socket.AF_UNIX)
+                s.connect({path!r})
+                outcome = "connected"
+            except OSError as exc:
+                outcome = exc.strerror
+            a, b = socket.socketpair()   # what multiprocessing needs stays
+            a.send(b"x")
+            chan.send({{"outcome": outcome, "pair": b.recv(1).decode()}})'''), {}, timeout_s=30)
+    finally:
+        server.close()
+        os.unlink(path)
+    assert res.message == {"outcome": "Connection refused", "pair": "x"}, res.stderr[-800:]
     assert got == []
 
 
