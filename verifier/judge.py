@@ -731,6 +731,8 @@ def judge(task: Task, source: str, config: VerifyConfig, process: CandidateProce
                           judge_ms_per_call=s.judge_ms)
     if res is not None:
         result.isolation = list(res.isolation)
+        result.isolation_complete = bool(res.isolation_complete)
+        result.isolation_missing = list(res.isolation_missing)
         result.stdout, result.stderr = res.stdout, res.stderr
         if res.stdout_dropped or res.stderr_dropped:
             result.flags.append(f"output capped: {res.stdout_dropped + res.stderr_dropped} bytes dropped")

@@ -108,6 +108,8 @@ class VerifyResult:
     judge_ms_per_call: float | None = None  # per call, by the judge's own clock around a block of calls (GPU)
     flags: list[str] = field(default_factory=list)      # for a person to review; not a rejection
     isolation: list[str] = field(default_factory=list)  # what the sandbox could and could not enforce
+    isolation_complete: bool = False  # every confinement of verifier.sandbox.PROPERTIES held for this run
+    isolation_missing: list[str] = field(default_factory=list)  # those that did not ("pids cap", ...)
     aten_ops: list[str] = field(default_factory=list)   # ops the candidate's forward issued through torch
     stdout: str = ""                 # the candidate's own output, capped
     stderr: str = ""

@@ -1,12 +1,12 @@
 """Running untrusted candidate code in a fresh, limited subprocess.
 
     from verifier.sandbox import run_sandboxed
-    res = run_sandboxed([sys.executable, "-m", "verifier.worker"], job, timeout_s=120)
+    res = run_sandboxed([sys.executable, "-m", "verifier.candidate"], job, timeout_s=120)
     res.message  # the child's signed verdict, or None
     res.limit    # "" or why the sandbox killed it ("started too many threads: 4101 > 4096")
 
     from verifier.sandbox import Sandbox
-    with Sandbox([sys.executable, "-m", "verifier.worker"]) as box:  # started now: it imports while we work
+    with Sandbox([sys.executable, "-m", "verifier.candidate"]) as box:  # started now: it imports while we work
         ...
         res = box.run(job, timeout_s=120)   # the limit and res.wall_s count from the job's hand-over
 
@@ -17,67 +17,91 @@ directory and cgroups removed on close(), on garbage collection, at the
 parent's exit, or by the watchdog after MAX_IDLE_S without a job.
 `run_sandboxed` is the one-shot form: key and job in one line.
 
-What is isolated:
-- a fresh Python process per run, in its own process group and session; on
-  timeout the whole group is killed (SIGKILL), grandchildren included (a
-  pre-started child's time limit counts from the hand-over of its job);
+What is isolated (each run's `isolation` notes say which of these held for it, from the
+launcher's own report, and `isolation_missing` names the properties that did not):
+- a fresh Python process per run, started by the OS confinement's launcher
+  (verifier/confine.py; its docstring has the details): its own PID namespace
+  with a fresh /proc (kgen, the decoys and every other process of the host
+  have no pid inside: no /proc/<ppid>/environ, mem, cwd or ns/ to reach, nothing
+  to signal or trace; the launcher's parent is outside, the program's parent is
+  the namespace's init, which takes no signal); its own mount, network, IPC
+  and UTS namespaces;
+- no capabilities: the uid stays 0 (the interpreter often lives under /root,
+  0700), but all five capability sets are empty and the securebits locked, so
+  it is bound by file modes like any user and no exec gives capabilities back;
+  no_new_privs; a seccomp filter (verifier/seccomp.py) that denies with EPERM
+  ptrace, process_vm_readv/writev, setns, unshare, the mount family, the pidfd
+  calls, keyrings, bpf, perf_event_open (kept for a GPU profiler: `profiler=`,
+  by default when argv[0] is ncu), reboot, kexec, modules, io_uring, clone()
+  with namespace flags; kill() is not filtered (seccomp cannot tell whose a pid
+  is; with a PID namespace every pid it can name is the sandbox's own);
+- the file system: read-only everywhere except the sandbox's directory, the
+  caller's `cwd` and kgen's compile caches; /run private and empty (daemons'
+  sockets, docker's); the named sockets two levels under /tmp and /var/tmp
+  (tmux, X, ssh agents, a database) masked; /dev holds only null, zero,
+  full, random, urandom, tty, the NVIDIA nodes and a private /dev/shm;
+- no network: its own network namespace, whose loopback is its own and down;
+- every process it starts dies with it: when the program ends, the namespace's
+  init ends and the kernel kills whatever is left in the namespace (a
+  double-forked, session-leaving, cgroup-leaving process included); on timeout
+  or a limit, the launcher's process group, tree and cgroups are SIGKILLed
+  (cgroup.kill where the kernel has it), which ends the namespace too;
+- processes and threads: RLIMIT_NPROC does not bind root (and kgen runs as
+  root here and in CI), so two other bounds hold instead. Where a pids
+  controller is writable (cgroup v2: a child of kgen's own cgroup, with the
+  controller enabled in its cgroup.subtree_control, after moving the group's
+  own processes, kgen's included, into its leaf child kgen-host/ where v2's
+  no-internal-processes rule requires it; cgroup v1: the pids hierarchy),
+  the child runs in a fresh cgroup whose `pids.max` the kernel
+  enforces (forks and thread starts fail beyond it). Always, a watchdog thread
+  in the parent counts, every 0.1 s, the processes in the child's process
+  group, session or process tree (/proc/*/stat) and their threads; above
+  MAX_PROCESSES processes or MAX_THREADS threads it kills them all and the
+  result says "started too many processes" / "started too many threads";
+- host memory, where a memory controller is writable (v2 `memory.max` with
+  swap off and `memory.oom.group`; v1 `memory.limit_in_bytes`): capped at
+  MEMORY_FRACTION of the machine's RAM, so a candidate that touches too much
+  memory is killed by the kernel alone ("used more than N GB of host memory",
+  from memory.events' oom_kill on v2), not another process on the machine.
+  Where neither can be written the note says "memory: NOT capped (why)";
+- the child joins its cgroups between fork and exec, before it can fork;
 - its own temporary working directory (also $HOME and $TMPDIR), removed afterwards;
 - an environment scrubbed of secrets: every variable whose name contains KEY,
   TOKEN, SECRET, PASSWORD or CREDENTIAL, and every OPENAI_* variable, is removed;
-- no network, where the OS allows: the child runs under `unshare -n` (as root)
-  or `unshare -rn` (an unprivileged user namespace). When neither works the
-  result's `isolation` list says "network: NOT isolated";
-- a read-only file system, where the OS allows (`unshare -m`, then this
-  module's `confine` as a launcher before the real program): every mount is
-  remounted read-only except the sandbox's directory, the caller's `cwd`, and
-  kgen's compile caches; /dev/shm is a private tmpfs; /proc/sys and
-  /proc/sysrq-trigger are read-only; /proc and /dev stay as they are (CUDA
-  needs its device nodes). Probed once per process; `isolation` says which;
-- processes and threads: RLIMIT_NPROC does not bind root (and kgen runs as
-  root here and in CI), so two other bounds hold instead. Where the cgroup v1
-  `pids` controller is writable, the child runs in a fresh pids cgroup whose
-  `pids.max` the kernel enforces (forks and thread starts fail beyond it), and
-  which lets every member be killed at the end, even one that left the
-  session. Always, a watchdog thread in the parent counts, every 0.1 s, the
-  processes in the child's process group, session or process tree (/proc/*/stat)
-  and their threads (field num_threads); above MAX_PROCESSES processes or
-  MAX_THREADS threads it kills them all and the result says "started too many
-  processes" / "started too many threads";
-- host memory, where the cgroup v1 `memory` controller is writable: a fresh
-  memory cgroup capped at MEMORY_FRACTION of the machine's RAM, so a candidate
-  that touches too much memory is killed by the kernel alone ("used more than
-  N GB of host memory"), not another process on the machine. An allocation
-  larger than the machine fails at once in the child (an out-of-memory error,
-  reported as the candidate's runtime error);
 - no core dumps; files it writes capped in size; captured stdout/stderr capped
   per stream (the rest is drained and dropped);
 - the verdict comes back over a pipe, signed with a key only the harness knows
   (verifier.channel): the candidate's stdout, files and exit code cannot forge it.
 
 What is NOT isolated:
-- where the probes fail (no `unshare -m`, no writable cgroups), the file system
-  and memory: the child runs as the same user and could write wherever that
-  user can; the run-time policy in the worker (verifier.integrity) still
-  refuses the candidate's own file writes outside its directory;
+- where unshare(2) fails (not root and no unprivileged user namespaces, or a
+  container that forbids them), none of the confinement holds: the child runs
+  as kgen's user with kgen's view of the machine, and every note says NOT; the
+  run-time policy in the worker (verifier.integrity) still refuses the
+  candidate's own file writes outside its directory;
+- files readable by root's file modes: the uid is 0, so what the mounts show
+  (the project, /root where kgen lives, /etc) can be read, e.g. a key kept in a
+  file rather than the environment; it can be written nowhere but the three
+  writable places;
 - kgen's compile caches (Triton, torch extensions, CuPy) under ~/.cache/kgen are
   writable and shared between runs, so that a re-verification is fast: a
   candidate could leave files there;
 - the GPU: it is shared with the parent; a GPU fault kills only the child's
   context, but a kernel that hangs the GPU until the timeout holds it that long;
-  GPU memory is not capped;
-- /proc of the machine (no PID namespace): the child can see other processes.
-A candidate that defeats the static checks with dynamic code could reach the
-harness's memory; kgen's guarantees hold against the exploit classes its test
-suite names, not against arbitrary malicious code. Run untrusted kernels on a
-machine you can afford to lose.
+  GPU memory is not capped; the NVIDIA device nodes are the driver's whole
+  surface;
+- the kernel itself: what seccomp lets through (the usual file, memory, socket
+  and process calls) is the attack surface of a kernel exploit. Run untrusted
+  kernels on a machine you can afford to lose.
 
-`python -m verifier.sandbox --confine DIR... -- PROGRAM ARGS...` is the launcher
-that applies the read-only file system inside the new mount namespace and then
-executes PROGRAM; a Sandbox puts it in front of the child's command.
+`python -m verifier.confine [--report-fd=N] [--profiler] DIR... -- PROGRAM ARGS...` is the launcher
+(`python -m verifier.sandbox --confine ...`, its older spelling, still works); a Sandbox puts it in
+front of the child's command.
 """
 
 from __future__ import annotations
 
+import errno
 import functools
 import json
 import os
@@ -107,6 +131,7 @@ MAX_TASKS = 2 * MAX_THREADS  # the pids cgroup's hard cap (the watchdog acts fir
 MEMORY_FRACTION = 0.5      # of the machine's RAM, for the memory cgroup
 MAX_FILE_BYTES = 1 << 30   # largest file the child may write
 WATCH_INTERVAL_S = 0.1
+PROFILERS = ("ncu", "nv-nsight-cu-cli")   # programs that read GPU counters: perf_event_open stays allowed
 MAX_IDLE_S = 1800.0        # longest a pre-started child may wait for its job before the watchdog kills it
 
 
@@ -126,6 +151,8 @@ class SandboxResult:
     stdout_dropped: int = 0          # bytes beyond the cap
     stderr_dropped: int = 0
     limit: str = ""                  # why the sandbox killed the child for a limit (processes, threads, memory)
+    isolation_complete: bool = False  # every one of PROPERTIES held for this run
+    isolation_missing: list[str] = field(default_factory=list)  # those of PROPERTIES that did not
 
 
 def describe_exit(code: int | None) -> str:
@@ -154,60 +181,92 @@ def scrubbed_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     return env
 
 
-@functools.lru_cache(maxsize=1)
-def network_isolation() -> tuple[list[str], str]:
-    """The command prefix that cuts the network off, and a note saying what was used."""
-    exe = shutil.which("unshare")
-    if exe is None:
-        return [], "network: NOT isolated (unshare not found)"
-    tries = ([exe, "-n"], [exe, "-rn"]) if os.geteuid() == 0 else ([exe, "-rn"],)
-    last = ""
-    for prefix in tries:
-        try:
-            done = subprocess.run(prefix + ["true"], capture_output=True, timeout=10)
-        except (OSError, subprocess.SubprocessError) as exc:
-            last = str(exc)
-            continue
-        if done.returncode == 0:
-            return prefix, f"network: isolated ({' '.join(['unshare'] + prefix[1:])})"
-        last = done.stderr.decode(errors="replace").strip()
-    return [], f"network: NOT isolated (unshare failed: {last[:120]})"
-
-
-def _launcher(writable: list[str]) -> list[str]:
-    return [sys.executable, "-m", "verifier.sandbox", "--confine", *writable, "--"]
+def _launcher(writable: list[str], report_fd: int | None = None, *, profiler: bool = False,
+              share_network: bool = False) -> list[str]:
+    options = ([f"--report-fd={report_fd}"] if report_fd is not None else []) + \
+        (["--profiler"] if profiler else []) + (["--share-network"] if share_network else [])
+    return [sys.executable, "-m", "verifier.confine", *options, *writable, "--"]
 
 
 @functools.lru_cache(maxsize=1)
-def file_confinement() -> tuple[bool, str]:
-    """Whether a mount namespace with a read-only file system works here (probed once)."""
-    net_prefix, _ = network_isolation()
-    if not net_prefix:
-        return False, "files: NOT confined (no unshare)"
+def confinement() -> dict:
+    """What the OS confinement achieves on this machine (the launcher's report for a trivial program), probed once.
+
+    Keys as in verifier.confine's report: pid_namespace, network, files, proc, devices, capabilities,
+    seccomp, no_new_privs, uid, problems. Used by the tests to skip what this machine cannot do; a
+    Sandbox reports what held for its own run."""
     probe_dir = Path(tempfile.mkdtemp(prefix="kgen-probe-"))
-    outside = probe_dir.parent / f"kgen-probe-outside-{secrets.token_hex(4)}"
-    check = ("import sys\n"
-             "open('inside', 'w').write('x')\n"
-             f"try:\n    open({str(outside)!r}, 'w').write('x')\nexcept OSError:\n    sys.exit(0)\n"
-             "sys.exit(3)\n")
-    cmd = net_prefix + ["-m"] + _launcher([str(probe_dir)]) + [sys.executable, "-c", check]
+    read_fd, write_fd = os.pipe()
     try:
-        done = subprocess.run(cmd, capture_output=True, timeout=60, env=scrubbed_env(), cwd=probe_dir)
-        ok = done.returncode == 0 and (probe_dir / "inside").exists() and not outside.exists()
-        why = done.stderr.decode(errors="replace").strip().splitlines()[-1:] if not ok else []
-    except (OSError, subprocess.SubprocessError) as exc:
-        ok, why = False, [str(exc)]
+        cmd = _launcher([str(probe_dir)], write_fd) + [sys.executable, "-c", "pass"]
+        subprocess.run(cmd, capture_output=True, timeout=60, env=scrubbed_env(), cwd=probe_dir, pass_fds=(write_fd,))
+        os.close(write_fd)
+        write_fd = -1
+        with os.fdopen(read_fd, "rb") as f:
+            read_fd = -1
+            raw = f.read(65536)
+        return json.loads(raw.decode().splitlines()[0]) if raw.strip() else {"problems": ["no report"]}
+    except (OSError, subprocess.SubprocessError, ValueError) as exc:
+        return {"problems": [str(exc)]}
     finally:
+        for fd in (read_fd, write_fd):
+            if fd >= 0:
+                os.close(fd)
         shutil.rmtree(probe_dir, ignore_errors=True)
-        if outside.exists():
-            outside.unlink()
-    if ok:
-        return True, "files: read-only outside the sandbox's directory and compile caches (unshare -m)"
-    return False, f"files: NOT confined ({(why or ['mount namespace unavailable'])[0][:120]})"
 
 
-def _limit_child() -> None:
-    # Runs in the child between fork and exec.
+def network_isolation() -> tuple[bool, str]:
+    """(whether the child's network is cut off here, the note saying so)."""
+    ok = bool(confinement().get("network"))
+    return ok, "network: isolated (own network namespace)" if ok else "network: NOT isolated"
+
+
+def file_confinement() -> tuple[bool, str]:
+    """(whether the read-only file system holds here, the note saying so)."""
+    ok = bool(confinement().get("files"))
+    return ok, "files: read-only outside the sandbox's directory and compile caches" if ok else "files: NOT confined"
+
+
+# Each property the confinement promises, and the note for a run where it held (from the launcher's report).
+PROPERTIES = ("pid namespace", "user", "no_new_privs", "seccomp", "network", "files", "memory cap", "pids cap")
+
+
+def confinement_notes(report: dict | None, *, asked: bool = True) -> tuple[list[str], list[str]]:
+    """(one note per property that the launcher's report covers, the properties NOT in force)."""
+    if not asked:
+        return ["pid namespace, user, no_new_privs, seccomp, network, files: not confined (not asked)"], \
+            ["pid namespace", "user", "no_new_privs", "seccomp", "network", "files"]
+    report = report or {}
+    problems = "; ".join(str(p) for p in report.get("problems", []))[:240]
+    why = f" ({problems})" if problems else (" (no report from the launcher)" if not report else "")
+    held = {
+        "pid namespace": (bool(report.get("pid_namespace")) and bool(report.get("proc")),
+                          "pid namespace: own, with a fresh /proc (kgen and the host's processes are not visible)"),
+        "user": (report.get("capabilities") == "none",
+                 f"user: uid {report.get('uid', '?')}"
+                 f"{' of a user namespace' if report.get('user_namespace') else ' (host)'}, every capability dropped "
+                 f"and the securebits locked"),
+        "no_new_privs": (bool(report.get("no_new_privs")), "no_new_privs: set"),
+        "seccomp": (bool(report.get("seccomp")), f"seccomp: filter on ({report.get('seccomp')}): ptrace, setns, "
+                                                 f"unshare, mount, pidfd_*, bpf, keyctl, ... denied with EPERM"),
+        "network": (bool(report.get("network")), "network: isolated (own network namespace, no interfaces up)"),
+        "files": (bool(report.get("files")),
+                  "files: read-only outside the sandbox's directory, the caller's directory and the compile caches; "
+                  f"/run private and empty; named sockets under /tmp masked ({report.get('sockets_masked', 0)}); "
+                  f"/dev only: {report.get('devices') or '?'}"),
+    }
+    notes, missing = [], []
+    for name, (ok, note) in held.items():
+        notes.append(note if ok else f"{name}: NOT in force{why}")
+        if not ok:
+            missing.append(name)
+    return notes, missing
+
+
+def _limit_child(groups: tuple["_Cgroup", ...] = ()) -> None:
+    # Runs in the child between fork and exec: it joins its cgroups before it can fork anything.
+    for g in groups:
+        g.join_self()
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     resource.setrlimit(resource.RLIMIT_FSIZE, (MAX_FILE_BYTES, MAX_FILE_BYTES))
     if os.geteuid() != 0:
@@ -317,35 +376,95 @@ class _Watchdog(threading.Thread):
                 return
 
 
-class _Cgroup:
-    """A fresh cgroup (v1) under this process's own, for one controller; None where not writable."""
+CGROUP_ROOT = Path("/sys/fs/cgroup")
 
-    def __init__(self, path: Path):
-        self.path = path
+
+def cgroup_v2() -> bool:
+    """True where /sys/fs/cgroup is the unified hierarchy (cgroup v2) alone."""
+    return (CGROUP_ROOT / "cgroup.controllers").exists()
+
+
+class _Cgroup:
+    """A fresh cgroup under this process's own: v1 (one controller) or v2 (memory and pids in one group).
+
+    create() returns (group, "") or (None, why not)."""
+
+    def __init__(self, path: Path, version: int):
+        self.path, self.version = path, version
 
     @classmethod
-    def create(cls, controller: str, limits: dict[str, int]) -> "_Cgroup | None":
-        base = Path("/sys/fs/cgroup") / controller
+    def create(cls, controller: str, limits: dict[str, int]) -> "tuple[_Cgroup | None, str]":
+        """A v1 group for `controller` with `limits` written."""
+        base = CGROUP_ROOT / controller
         try:
             own = next(line.split(":", 2)[2] for line in Path("/proc/self/cgroup").read_text().splitlines()
                        if controller in line.split(":", 2)[1].split(","))
-            path = base / own.lstrip("/") / f"kgen-{secrets.token_hex(6)}"
-            path.mkdir()
         except (OSError, StopIteration, IndexError):
-            return None
-        group = cls(path)
+            return None, f"no cgroup v1 {controller} controller"
+        return cls._make(base / own.lstrip("/"), 1, limits)
+
+    @classmethod
+    def create_v2(cls, limits: dict[str, int], optional: dict[str, int]) -> "tuple[_Cgroup | None, str]":
+        """A v2 group with the controllers that `limits` name enabled in its parent, `limits` written
+        (failure: no group), `optional` written where the kernel has them."""
+        try:
+            own = next(line[3:] for line in Path("/proc/self/cgroup").read_text().splitlines()
+                       if line.startswith("0::"))
+        except (OSError, StopIteration):
+            return None, "not in a cgroup v2 hierarchy"
+        parent = CGROUP_ROOT / own.strip().lstrip("/")
+        if parent.name == HOST_LEAF:
+            parent = parent.parent   # kgen (or an earlier kgen) already made room in this group
+        wanted = {name.split(".")[0] for name in limits}
+        try:
+            available = set((parent / "cgroup.controllers").read_text().split())
+            enabled = set((parent / "cgroup.subtree_control").read_text().split())
+        except OSError as exc:
+            return None, f"cannot read {parent}: {exc.strerror}"
+        if wanted - available:
+            return None, f"controller {' and '.join(sorted(wanted - available))} not delegated to {parent}"
+        if not wanted:
+            return None, f"no controller asked for under {parent}"
+        if wanted - enabled:
+            problem = _enable_controllers(parent, sorted(wanted - enabled))
+            if problem:
+                return None, problem
+        group, why = cls._make(parent, 2, limits)
+        if group is not None:
+            for name, value in optional.items():
+                try:
+                    (group.path / name).write_text(str(value))
+                except OSError:
+                    pass
+        return group, why
+
+    @classmethod
+    def _make(cls, parent: Path, version: int, limits: dict[str, int]) -> "tuple[_Cgroup | None, str]":
+        path = parent / f"kgen-{secrets.token_hex(6)}"
+        try:
+            path.mkdir()
+        except OSError as exc:
+            return None, f"cannot create a cgroup under {parent} ({exc.strerror})"
+        group = cls(path, version)
         try:
             for name, value in limits.items():
                 (path / name).write_text(str(value))
-        except OSError:
+        except OSError as exc:
             group.remove()
-            return None
-        return group
+            return None, f"cannot write {name} ({exc.strerror})"
+        return group, ""
 
-    def add(self, pid: int) -> bool:
+    def join_self(self) -> None:
+        """Move the calling process into the group (in a child between fork and exec: no exception escapes)."""
         try:
-            (self.path / "cgroup.procs").write_text(str(pid))
-            return True
+            with open(self.path / "cgroup.procs", "w") as f:
+                f.write("0")
+        except OSError:
+            pass
+
+    def holds(self, pid: int) -> bool:
+        try:
+            return f"/{self.path.name}\n" in Path(f"/proc/{pid}/cgroup").read_text()
         except OSError:
             return False
 
@@ -355,19 +474,109 @@ class _Cgroup:
         except OSError:
             return ""
 
+    def counts(self, name: str) -> dict[str, int]:
+        """A flat-keyed file (memory.events, memory.oom_control) as {key: number}."""
+        found = {}
+        for line in self.read(name).splitlines():
+            parts = line.split()
+            if len(parts) == 2 and parts[1].isdigit():
+                found[parts[0]] = int(parts[1])
+        return found
+
+    def kill(self) -> None:
+        """SIGKILL every member; cgroup.kill (v2, Linux 5.14+) does it atomically, forks in flight included."""
+        if self.version == 2 and (self.path / "cgroup.kill").exists():
+            try:
+                (self.path / "cgroup.kill").write_text("1")
+            except OSError:
+                pass
+        for pid in [int(p) for p in self.read("cgroup.procs").split() if p.isdigit()]:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+
     def remove(self) -> None:
-        for _ in range(50):
-            pids = [int(p) for p in self.read("cgroup.procs").split() if p.isdigit()]
-            for pid in pids:
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except (ProcessLookupError, PermissionError):
-                    pass
+        for _ in range(250):
+            self.kill()
             try:
                 self.path.rmdir()
                 return
+            except FileNotFoundError:
+                return
             except OSError:
                 time.sleep(0.02)
+
+
+def _limits() -> "tuple[dict[str, tuple[_Cgroup | None, str]], list[str]]":
+    """The sandbox's fresh cgroups: {"pids": (group or None, why not), "memory": (...)}; v2 where the host is
+    unified, else v1. One v2 group carries both limits."""
+    memory_cap = _memory_cap_bytes()
+    if cgroup_v2():
+        available = _v2_controllers()
+        limits, missing = {}, {}
+        for controller, name, value in (("pids", "pids.max", MAX_TASKS), ("memory", "memory.max", memory_cap)):
+            if not value:
+                missing[controller] = "MemTotal unknown"
+            elif controller not in available:
+                missing[controller] = f"cgroup v2: controller {controller} not delegated to kgen's cgroup"
+            else:
+                limits[name] = value
+        # NOTE: swap off, so the cap is the memory it may touch; oom.group: an OOM kill takes the whole sandbox
+        group, why = _Cgroup.create_v2(limits, {"memory.swap.max": 0, "memory.oom.group": 1}) if limits else \
+            (None, "")
+        return {c: (group if f"{c}.max" in limits else None, missing.get(c) or why) for c in ("pids", "memory")}, []
+    pids = _Cgroup.create("pids", {"pids.max": MAX_TASKS})
+    memory = _Cgroup.create("memory", {"memory.limit_in_bytes": memory_cap}) if memory_cap else \
+        (None, "MemTotal unknown")
+    return {"pids": pids, "memory": memory}, []
+
+
+def _v2_controllers() -> set[str]:
+    """The controllers that kgen's own v2 cgroup may hand to its children."""
+    try:
+        own = next(line[3:] for line in Path("/proc/self/cgroup").read_text().splitlines() if line.startswith("0::"))
+        parent = CGROUP_ROOT / own.strip().lstrip("/")
+        if parent.name == HOST_LEAF:
+            parent = parent.parent
+        return set((parent / "cgroup.controllers").read_text().split())
+    except (OSError, StopIteration):
+        return set()
+
+
+HOST_LEAF = "kgen-host"   # where the processes of kgen's own v2 cgroup move, so that its children get controllers
+
+
+def _enable_controllers(parent: Path, controllers: list[str]) -> str:
+    """Enable `controllers` for parent's children; "" or why not.
+
+    cgroup v2's no-internal-processes rule: a non-root group that holds processes cannot hand
+    controllers to its children (EBUSY). Then every process of the group (kgen, the shell that
+    started it: all under the same limits as before) moves into its leaf child HOST_LEAF, and the
+    write is tried again; the sandboxes' groups are made beside that leaf."""
+    line = " ".join(f"+{c}" for c in controllers)
+    moved = 0
+    for attempt in range(5):
+        try:
+            (parent / "cgroup.subtree_control").write_text(line)
+            return ""
+        except OSError as exc:
+            if exc.errno != errno.EBUSY or attempt == 4:
+                return f"cannot enable {' '.join(controllers)} in {parent}/cgroup.subtree_control ({exc.strerror}" \
+                       f"{f', after moving {moved} processes into {HOST_LEAF}/' if moved else ''})"
+        leaf = parent / HOST_LEAF
+        try:
+            leaf.mkdir(exist_ok=True)
+            for pid in (parent / "cgroup.procs").read_text().split():
+                try:
+                    (leaf / "cgroup.procs").write_text(pid)
+                    moved += 1
+                except OSError:
+                    pass   # gone meanwhile, or a process the kernel will not move
+        except OSError as exc:
+            return f"cannot enable {' '.join(controllers)} in {parent}: {parent} holds processes and " \
+                   f"{leaf} cannot take them ({exc.strerror})"
+    return ""
 
 
 def _memory_cap_bytes() -> int:
@@ -425,6 +634,8 @@ class _Held:
         self.watchdog.stop.set()
         self.watchdog.join(timeout=5)
         _kill_all(self.proc.pid, members(self.proc.pid))
+        for g in self.groups:
+            g.kill()   # NOTE: also what left the process tree; the PID namespace's end takes the rest
         self.proc.wait()
 
     def release(self) -> None:
@@ -441,7 +652,7 @@ class _Held:
 class Sandbox:
     """One fresh sandboxed process, started before its job is known; it runs one job.
 
-        with Sandbox([sys.executable, "-m", "verifier.worker"]) as box:  # the child starts (and warms up) now
+        with Sandbox([sys.executable, "-m", "verifier.candidate"]) as box:  # the child starts (and warms up) now
             ...                                                          # meanwhile, the caller's own work
             res = box.run(job, timeout_s=120)                            # the time limit counts from here
 
@@ -466,18 +677,23 @@ class Sandbox:
         max_threads: int = MAX_THREADS,
         max_idle_s: float = MAX_IDLE_S,
         prestart: bool = True,
+        profiler: bool | None = None,
     ):
+        """`profiler`: the command is a GPU profiler (perf_event_open stays allowed); None: when argv[0] is ncu."""
         self._key = secrets.token_bytes(32)
         self._prestart = prestart
         self._used = False
         workdir = Path(tempfile.mkdtemp(prefix="kgen-sandbox-", dir=cwd))
-        env, command, self._notes = self._command(argv, workdir, cwd, extra_env, isolate_network, confine_files)
-        pids_group = _Cgroup.create("pids", {"pids.max": MAX_TASKS})
-        memory_cap = _memory_cap_bytes()
-        memory_group = _Cgroup.create("memory", {"memory.limit_in_bytes": memory_cap}) if memory_cap else None
-        made = [g for g in (pids_group, memory_group) if g is not None]
+        confined = isolate_network or confine_files
+        if profiler is None:
+            profiler = Path(argv[0]).name in PROFILERS
+        groups, self._notes = _limits()
+        made = list(dict.fromkeys(g for g, _ in groups.values() if g is not None))
 
         read_fd, write_fd = os.pipe()
+        report_r, report_w = os.pipe() if confined else (-1, -1)
+        env, command = self._command(argv, workdir, cwd, extra_env, confined, report_w, profiler,
+                                     share_network=not isolate_network)
         env["KGEN_RESULT_FD"] = str(write_fd)
         self._started = time.perf_counter()
         try:
@@ -488,36 +704,40 @@ class Sandbox:
                 stderr=subprocess.PIPE,
                 cwd=workdir,
                 env=env,
-                pass_fds=(write_fd,),
+                pass_fds=(write_fd,) + ((report_w,) if confined else ()),
                 start_new_session=True,  # NOTE: its own process group, so the timeout kill reaches grandchildren
-                preexec_fn=_limit_child,
+                preexec_fn=functools.partial(_limit_child, tuple(made)),
             )
         except BaseException:
-            os.close(read_fd)
+            for fd in (read_fd, report_r):
+                if fd >= 0:
+                    os.close(fd)
             for g in made:
                 g.remove()
             shutil.rmtree(workdir, ignore_errors=True)
             raise
         finally:
-            os.close(write_fd)
-        # NOTE: the child waits for its first line on stdin, so it forks (and imports) nothing before it is in
-        # its cgroups; anything added or not, every cgroup made here is removed with the sandbox.
-        added = [g for g in made if g.add(proc.pid)]
-        self._notes.append(f"processes: at most {max_processes}, threads: at most {max_threads} (watchdog"
-                           f"{'; pids cgroup' if pids_group in added else ''})")
-        self._memory_group = memory_group if memory_group in added else None
-        self._memory_cap = memory_cap
-        self._notes.append(f"memory: at most {memory_cap / 1e9:.0f} GB (memory cgroup)" if self._memory_group
-                           else "memory: NOT capped")
+            for fd in (write_fd, report_w):
+                if fd >= 0:
+                    os.close(fd)
+        # NOTE: the child joined its cgroups between fork and exec, before it could fork anything; every cgroup
+        # made here is removed with the sandbox, whether it holds the child or not.
+        self._groups = {kind: (g if g is not None and g.holds(proc.pid) else None, why)
+                        for kind, (g, why) in groups.items()}
+        self._confined = confined
+        self._max = (max_processes, max_threads)
+        self._memory_cap = _memory_cap_bytes()
         self._watchdog = _Watchdog(proc.pid, max_processes, max_threads)
         if prestart:
             self._watchdog.idle_deadline = time.monotonic() + max_idle_s
         self._out, self._err = _Drain(proc.stdout, output_cap_bytes), _Drain(proc.stderr, output_cap_bytes)
         self._reader = _ResultReader(read_fd)
-        for t in (self._out, self._err, self._reader, self._watchdog):
+        self._report = _ResultReader(report_r) if confined else None
+        started = [self._out, self._err, self._reader, self._watchdog] + ([self._report] if self._report else [])
+        for t in started:
             t.start()
         self._proc = proc
-        self._held = _Held(proc, self._watchdog, [self._out, self._err, self._reader], made, workdir)
+        self._held = _Held(proc, self._watchdog, [t for t in started if t is not self._watchdog], made, workdir)
         # NOTE: the finalizer holds the resources, not self: an unused sandbox that is dropped, or still held
         # when the parent exits, is cleaned up all the same.
         self._release = weakref.finalize(self, self._held.release)
@@ -529,9 +749,9 @@ class Sandbox:
                 pass  # the child is already dead; run() reports how it ended
 
     @staticmethod
-    def _command(argv, workdir: Path, cwd, extra_env, isolate_network: bool, confine_files: bool):
-        """The child's environment, its command line (isolation prefixes first) and the notes saying which apply."""
-        prefix, net_note = network_isolation() if isolate_network else ([], "network: not isolated (not asked)")
+    def _command(argv, workdir: Path, cwd, extra_env, confined: bool, report_fd: int, profiler: bool,
+                 share_network: bool):
+        """The child's environment and its command line (the confinement's launcher first)."""
         env = scrubbed_env(extra_env)
         # NOTE: inductor's cache goes inside the sandbox's own directory, never to a shared /tmp path that the
         # read-only file system would refuse (and that an earlier job could have filled).
@@ -539,17 +759,37 @@ class Sandbox:
         caches = [env[d] for d in ("TRITON_CACHE_DIR", "TORCH_EXTENSIONS_DIR", "CUPY_CACHE_DIR")]
         for d in caches:
             Path(d).mkdir(parents=True, exist_ok=True)
-        notes = [net_note]
-        command = prefix + list(argv)
-        if confine_files and prefix:
-            confined, files_note = file_confinement()
-            if confined:
-                writable = [str(workdir)] + ([str(Path(cwd).resolve())] if cwd else []) + caches
-                command = prefix + ["-m"] + _launcher(writable) + list(argv)
-            notes.append(files_note)
+        if not confined:
+            return env, list(argv)
+        writable = [str(workdir)] + ([str(Path(cwd).resolve())] if cwd else []) + caches
+        return env, _launcher(writable, report_fd, profiler=profiler, share_network=share_network) + list(argv)
+
+    def _isolation(self, limit_note: str) -> tuple[list[str], list[str]]:
+        """The notes for this run (what held, from the launcher's own report) and the properties not in force."""
+        report = None
+        if self._report is not None:
+            self._report.join(timeout=5)
+            raw = b"".join(self._report.chunks).decode(errors="replace").strip()
+            try:
+                report = json.loads(raw.splitlines()[0]) if raw else None
+            except (ValueError, IndexError):
+                report = None
+        notes, missing = confinement_notes(report, asked=self._confined)
+        max_processes, max_threads = self._max
+        pids_group, pids_why = self._groups["pids"]
+        notes.append(f"processes: at most {max_processes}, threads: at most {max_threads} (watchdog"
+                     + (f"; pids cgroup v{pids_group.version}, pids.max {MAX_TASKS})" if pids_group else
+                        f"); pids cap: NOT in force ({pids_why or 'the child is not in its cgroup'})"))
+        if pids_group is None:
+            missing.append("pids cap")
+        memory_group, memory_why = self._groups["memory"]
+        if memory_group is not None:
+            notes.append(f"memory: at most {self._memory_cap / 1e9:.0f} GB (memory cgroup v{memory_group.version})")
         else:
-            notes.append("files: not confined (not asked)" if not confine_files else "files: NOT confined (no unshare)")
-        return env, command, notes
+            notes.append(f"memory: NOT capped ({memory_why or 'the child is not in its cgroup'})")
+            missing.append("memory cap")
+        notes += ["env: secrets scrubbed", "cwd: fresh temporary directory", limit_note]
+        return notes, missing
 
     @property
     def pid(self) -> int:
@@ -588,7 +828,9 @@ class Sandbox:
         message, problem = channel.decode(self._key, b"".join(self._reader.chunks))
         if limit:
             message, problem = None, f"{limit}; the sandbox killed it"
-        limit_note = f"time: {timeout_s:.0f} s wall limit" + (" from the job's hand-over" if self._prestart else "")
+        limit_note = f"time: {timeout_s:.0f} s wall limit" + (" from the job's hand-over" if self._prestart else "") \
+            + ", every process of the sandbox killed at the end"
+        isolation, missing = self._isolation(limit_note)
         return SandboxResult(
             returncode=None if timed_out else self._proc.returncode,
             stdout=self._out.kept.decode(errors="replace"),
@@ -596,8 +838,9 @@ class Sandbox:
             timed_out=timed_out,
             message=None if timed_out else message,
             channel_problem="timed out" if timed_out else problem,
-            isolation=self._notes + ["env: secrets scrubbed", "cwd: fresh temporary directory",
-                                     f"{limit_note}, process group killed"],
+            isolation=isolation,
+            isolation_complete=not missing,
+            isolation_missing=missing,
             wall_s=ended - (handed if self._prestart else self._started),
             prestarted_s=handed - self._started if self._prestart else 0.0,
             stdout_dropped=self._out.dropped,
@@ -606,14 +849,15 @@ class Sandbox:
         )
 
     def _memory_exceeded(self) -> str:
-        group = self._memory_group
+        group = self._groups["memory"][0]
         if group is None or self._proc.returncode != -signal.SIGKILL:
             return ""
-        counts = dict(line.split() for line in group.read("memory.oom_control").splitlines()
-                      if len(line.split()) == 2)
-        if counts.get("oom_kill", "0") != "0" or group.read("memory.failcnt").strip() not in ("", "0"):
-            return f"used more than {self._memory_cap / 1e9:.0f} GB of host memory"
-        return ""
+        if group.version == 2:
+            hit = group.counts("memory.events").get("oom_kill", 0) > 0
+        else:
+            hit = group.counts("memory.oom_control").get("oom_kill", 0) > 0 or \
+                group.read("memory.failcnt").strip() not in ("", "0")
+        return f"used more than {self._memory_cap / 1e9:.0f} GB of host memory" if hit else ""
 
     def close(self) -> None:
         """Kill whatever is left of the child and remove its directory and cgroups (once; later calls do nothing)."""
@@ -638,99 +882,19 @@ def run_sandboxed(
     confine_files: bool = True,
     max_processes: int = MAX_PROCESSES,
     max_threads: int = MAX_THREADS,
+    profiler: bool | None = None,
 ) -> SandboxResult:
     """Run argv in a fresh sandboxed process; the job reaches it on stdin with the channel's key, in one line."""
     box = Sandbox(argv, output_cap_bytes=output_cap_bytes, cwd=cwd, extra_env=extra_env,
                   isolate_network=isolate_network, confine_files=confine_files, max_processes=max_processes,
-                  max_threads=max_threads, prestart=False)
+                  max_threads=max_threads, prestart=False, profiler=profiler)
     return box.run(job, timeout_s=timeout_s)
 
 
-# ----------------------------------------------------------------------------------------------
-# the launcher: a read-only file system inside the child's own mount namespace
-
-_MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_NOEXEC = 1, 2, 4, 8
-_MS_REMOUNT, _MS_BIND, _MS_REC = 32, 4096, 16384
-_MS_NOATIME, _MS_NODIRATIME, _MS_RELATIME = 1024, 2048, 1 << 21
-_KEEP_FLAGS = {"nosuid": _MS_NOSUID, "nodev": _MS_NODEV, "noexec": _MS_NOEXEC, "noatime": _MS_NOATIME,
-               "nodiratime": _MS_NODIRATIME, "relatime": _MS_RELATIME}
-_PROC_READ_ONLY = ["/proc/sys", "/proc/sysrq-trigger", "/proc/irq", "/proc/bus", "/proc/fs"]
-
-
-def _mount(libc, source: str | None, target: str, fstype: str | None, flags: int, data: str | None = None) -> None:
-    enc = lambda v: v.encode() if v is not None else None  # noqa: E731
-    if libc.mount(enc(source), enc(target), enc(fstype), flags, enc(data)) != 0:
-        import ctypes
-
-        errno = ctypes.get_errno()
-        raise OSError(errno, f"mount {target}: {os.strerror(errno)}")
-
-
-def _mounts() -> list[tuple[str, set[str]]]:
-    """(mount point, per-mount options) from /proc/self/mountinfo, outermost first."""
-    found = []
-    for line in Path("/proc/self/mountinfo").read_text().splitlines():
-        parts = line.split()
-        point = parts[4].encode().decode("unicode_escape")
-        found.append((point, set(parts[5].split(","))))
-    return sorted(found, key=lambda m: m[0].count("/") if m[0] != "/" else 0)
-
-
-def confine(writable: list[str]) -> list[str]:
-    """Make every mount read-only but `writable` (and a private /dev/shm); return what could not be done.
-
-    Must run in a fresh mount namespace (unshare -m makes its mounts private).
-    """
-    import ctypes
-
-    libc = ctypes.CDLL(None, use_errno=True)
-    problems = []
-    keep = []
-    for d in writable:
-        real = os.path.realpath(d)
-        if os.path.isdir(real):
-            _mount(libc, real, real, None, _MS_BIND | _MS_REC)
-            keep.append(real)
-    for d in _PROC_READ_ONLY:
-        if os.path.exists(d):
-            try:
-                _mount(libc, d, d, None, _MS_BIND)
-            except OSError as exc:
-                problems.append(str(exc))
-    skip = ("/proc", "/dev")
-    for point, options in _mounts():
-        if point in keep or any(point == s or point.startswith(s + "/") for s in skip) and \
-                point not in _PROC_READ_ONLY:
-            continue
-        flags = _MS_REMOUNT | _MS_BIND | _MS_RDONLY
-        for name, bit in _KEEP_FLAGS.items():
-            if name in options:
-                flags |= bit
-        try:
-            _mount(libc, None, point, None, flags)
-        except OSError as exc:
-            problems.append(str(exc))
-    if os.path.isdir("/dev/shm"):
-        try:
-            _mount(libc, "tmpfs", "/dev/shm", "tmpfs", _MS_NOSUID | _MS_NODEV, "size=1g")
-        except OSError as exc:
-            problems.append(str(exc))
-    return problems
-
-
-def _launch(args: list[str]) -> None:
-    if not args or args[0] != "--confine" or "--" not in args:
-        raise SystemExit("usage: python -m verifier.sandbox --confine DIR... -- PROGRAM ARGS...")
-    split = args.index("--")
-    writable, program = args[1:split], args[split + 1:]
-    problems = confine(writable)
-    # NOTE: the working directory still points into the old (now read-only) mount; walk to it again
-    # so that relative paths land on the writable bind mount.
-    os.chdir(os.getcwd())
-    if problems:
-        print(f"kgen sandbox: file system partly confined: {'; '.join(problems[:3])}", file=sys.stderr)
-    os.execvp(program[0], program)
-
-
 if __name__ == "__main__":
-    _launch(sys.argv[1:])
+    # NOTE: the launcher's older spelling; verifier.confine is the one a Sandbox runs
+    if sys.argv[1:2] != ["--confine"]:
+        raise SystemExit("usage: python -m verifier.sandbox --confine [--report-fd=N] DIR... -- PROGRAM ARGS...")
+    from verifier.confine import launch
+
+    launch(sys.argv[2:])

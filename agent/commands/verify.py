@@ -120,6 +120,9 @@ def render(result, kernel_path: str = "") -> str:
     for flag in result.flags:
         lines.append(f"note: {flag}")
     lines.append(f"isolation: {'; '.join(result.isolation) if result.isolation else 'n/a'}")
+    if result.isolation and not result.isolation_complete:
+        missing = ", ".join(result.isolation_missing) or "see above"
+        lines.append(f"isolation INCOMPLETE: not in force here: {missing}")
     lines.append(f"wall: {result.wall_s:.1f} s")
     spent = [(name, secs) for name, secs in (result.phases or {}).items() if secs >= 0.05]
     if spent:

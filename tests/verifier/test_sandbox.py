@@ -1,14 +1,16 @@
 """The sandbox: one adversarial test per property it promises."""
 
 import os
+import shutil
 import sys
 import time
 import textwrap
 
 import pytest
 
-from processes import alive as _alive
-from verifier.sandbox import Sandbox, file_confinement, network_isolation, run_sandboxed
+from processes import alive as _alive, running
+from verifier.sandbox import (MAX_TASKS, Sandbox, _limits, _memory_cap_bytes, cgroup_v2, confinement,
+                             file_confinement, network_isolation, run_sandboxed)
 
 HONEST = '''
 import json, os, sys
@@ -82,17 +84,23 @@ def test_network_is_cut_off(tmp_path):
     assert any("network: isolated" in note for note in res.isolation)
 
 
+def _sleeper(tmp_path) -> str:
+    """Child code that starts a long-lived grandchild carrying tmp_path in its command line (for running())."""
+    return f'''
+        import subprocess, sys
+        p = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)", {str(tmp_path)!r}])
+        print(p.pid, flush=True)'''
+
+
 def test_timeout_kills_the_whole_process_group(tmp_path):
-    res = run_sandboxed(child(tmp_path, '''
-        import subprocess, time
-        p = subprocess.Popen(["sleep", "300"])
-        print(p.pid, flush=True)
+    res = run_sandboxed(child(tmp_path, _sleeper(tmp_path) + '''
+        import time
         while True:
             time.sleep(1)'''), {}, timeout_s=3)
     assert res.timed_out and res.message is None
-    grandchild = int(res.stdout.split()[0])
+    assert res.stdout.split(), res.stderr[-800:]   # the grandchild had started
     time.sleep(0.2)
-    assert not _alive(grandchild)
+    assert running(str(tmp_path)) == []
 
 
 def test_output_is_capped_and_drained(tmp_path):
@@ -219,10 +227,8 @@ def test_prestarted_time_limit_counts_from_the_job(tmp_path):
 
 
 def test_prestarted_timeout_kills_the_whole_process_group(tmp_path):
-    argv = child(tmp_path, '''
-        import subprocess, time
-        p = subprocess.Popen(["sleep", "300"])
-        print(p.pid, flush=True)
+    argv = child(tmp_path, _sleeper(tmp_path) + '''
+        import time
         time.sleep(5)''', warm_up="pass")
     with Sandbox(argv) as box:
         time.sleep(1)
@@ -230,28 +236,28 @@ def test_prestarted_timeout_kills_the_whole_process_group(tmp_path):
         res = box.run({}, timeout_s=2)
     assert res.timed_out and res.message is None
     assert 2 <= time.monotonic() - started < 4.5
-    grandchild = int(res.stdout.split()[0])
+    assert res.stdout.split(), res.stderr[-800:]
     time.sleep(0.2)
-    assert not _alive(grandchild)
+    assert running(str(tmp_path)) == []
 
 
 def _warm_up_with_grandchild(tmp_path) -> str:
     # the grandchild's pid goes to a file: nothing comes back from a child that never gets its job
     return f'''
-        import subprocess
-        p = subprocess.Popen(["sleep", "300"])
+        import subprocess, sys
+        p = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)", "grandchild", {str(tmp_path)!r}])
         open({str(tmp_path / "grandchild.pid")!r}, "w").write(str(p.pid))'''
 
 
 def _started(box, tmp_path) -> tuple[int, str]:
-    """The grandchild's pid once the pre-started child has started it, and the child's working directory."""
+    """The grandchild's host pid once the pre-started child has started it, and the child's working directory."""
     workdir = os.readlink(f"/proc/{box.pid}/cwd")
     pid_file = tmp_path / "grandchild.pid"
     for _ in range(200):
         if pid_file.exists() and pid_file.read_text():
             break
         time.sleep(0.05)
-    return int(pid_file.read_text()), workdir
+    return next(p for p in running(str(tmp_path)) if b"grandchild" in open(f"/proc/{p}/cmdline", "rb").read()), workdir
 
 
 def _kgen_cgroups(pid: int) -> list[str]:
@@ -296,3 +302,262 @@ def test_prestarted_child_without_a_job_is_killed_after_the_idle_limit(tmp_path)
         assert not box.alive and not _alive(box.pid)
         res = box.run({}, timeout_s=5)
     assert res.message is None and "got no job in time" in res.limit
+
+
+# ---- the OS confinement (verifier/confine.py, verifier/seccomp.py): one test per mechanism
+
+needs_confinement = pytest.mark.skipif(not confinement().get("pid_namespace"),
+                                       reason=f"no OS confinement here: {confinement().get('problems')}")
+
+
+def _status_fields(text: str) -> dict[str, str]:
+    return {k: v.strip() for k, v in (line.split(":", 1) for line in text.splitlines() if ":" in line)}
+
+
+@needs_confinement
+def test_child_has_its_own_pid_namespace_without_kgen_in_proc(tmp_path):
+    res = run_sandboxed(child(tmp_path, '''
+        chan.send({"pid": os.getpid(), "ppid": os.getppid(),
+                   "proc": sorted(int(p) for p in os.listdir("/proc") if p.isdigit())})'''), {}, timeout_s=30)
+    assert res.message is not None, res.stderr[-800:]
+    assert res.message["pid"] <= 3 and res.message["ppid"] == 1
+    assert os.getpid() not in res.message["proc"] and res.message["proc"][0] == 1
+    assert any(note.startswith("pid namespace: own") for note in res.isolation)
+
+
+@needs_confinement
+def test_child_has_no_capabilities_and_cannot_override_file_permissions(tmp_path):
+    res = run_sandboxed(child(tmp_path, '''
+        open("locked", "w").write("x")
+        os.chmod("locked", 0)
+        try:
+            open("locked").read()
+            outcome = "read"
+        except PermissionError:
+            outcome = "refused"
+        chan.send({"status": open("/proc/self/status").read(), "uid": os.getuid(), "outcome": outcome})'''),
+        {}, timeout_s=30)
+    fields = _status_fields(res.message["status"])
+    for name in ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"):
+        assert int(fields[name], 16) == 0, (name, fields[name])
+    assert res.message["outcome"] == "refused"   # uid 0 without CAP_DAC_OVERRIDE is bound by the mode bits
+    assert any(note.startswith("user: uid") for note in res.isolation)
+
+
+@needs_confinement
+def test_no_new_privs_and_seccomp_filter_are_set(tmp_path):
+    res = run_sandboxed(child(tmp_path, 'chan.send({"status": open("/proc/self/status").read()})'), {}, timeout_s=30)
+    fields = _status_fields(res.message["status"])
+    assert fields["NoNewPrivs"] == "1"
+    assert fields["Seccomp"] == "2"
+
+
+DENIED_CALLS = '''
+import ctypes, errno
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+def errname(ret):
+    return "ok" if ret >= 0 else errno.errorcode.get(ctypes.get_errno(), str(ctypes.get_errno()))
+calls = {
+    "unshare": lambda: libc.unshare(0x10000000),                   # CLONE_NEWUSER
+    "setns": lambda: libc.setns(0, 0),
+    "ptrace": lambda: libc.ptrace(16, 1, None, None),               # PTRACE_ATTACH to init
+    "mount": lambda: libc.mount(b"none", b"/mnt", b"tmpfs", 0, None),
+    "pidfd_open": lambda: libc.syscall(434, 1, 0),
+    "keyctl": lambda: libc.syscall(KEYCTL_NR, 0, 0, 0, 0, 0),
+    "bpf": lambda: libc.syscall(BPF_NR, 0, None, 0),
+    "perf_event_open": lambda: libc.syscall(PERF_NR, None, 0, -1, -1, 0),
+    "clone3": lambda: libc.syscall(435, None, 0),
+}
+result = {name: errname(call()) for name, call in calls.items()}
+'''
+
+
+def _denied_calls_child(tmp_path):
+    from verifier import seccomp
+
+    col = 0 if seccomp.machine() == "x86_64" else 1
+    nr = {n: seccomp.SYSCALLS[n][col] for n in ("keyctl", "bpf", "perf_event_open")}
+    body = DENIED_CALLS.replace("KEYCTL_NR", str(nr["keyctl"])).replace("BPF_NR", str(nr["bpf"])) \
+        .replace("PERF_NR", str(nr["perf_event_open"]))
+    return child(tmp_path, body + 'chan.send(result)')
+
+
+@needs_confinement
+def test_denied_syscalls_fail_with_eperm(tmp_path):
+    res = run_sandboxed(_denied_calls_child(tmp_path), {}, timeout_s=30)
+    assert res.message is not None, res.stderr[-800:]
+    expected = {name: "EPERM" for name in res.message}
+    expected["clone3"] = "ENOSYS"   # so that glibc falls back to clone(), whose flags the filter reads
+    assert res.message == expected
+
+
+@needs_confinement
+def test_a_profiler_keeps_perf_event_open(tmp_path):
+    res = run_sandboxed(_denied_calls_child(tmp_path), {}, timeout_s=30, profiler=True)
+    assert res.message is not None, res.stderr[-800:]
+    assert res.message["perf_event_open"] != "EPERM" and res.message["ptrace"] == "EPERM"
+
+
+@needs_confinement
+def test_processes_and_threads_still_start_inside(tmp_path):
+    res = run_sandboxed(child(tmp_path, '''
+        import subprocess, threading
+        out = subprocess.run(["sh", "-c", "echo forked && ls /proc | grep -c '^[0-9]'"], capture_output=True,
+                             text=True).stdout.split()
+        seen = []
+        t = threading.Thread(target=seen.append, args=("thread",))
+        t.start(); t.join()
+        chan.send({"out": out, "seen": seen})'''), {}, timeout_s=30)
+    assert res.message is not None, res.stderr[-800:]
+    assert res.message["out"][0] == "forked" and res.message["seen"] == ["thread"]
+
+
+@needs_confinement
+def test_run_and_dev_are_private(tmp_path):
+    res = run_sandboxed(child(tmp_path, '''
+        chan.send({"run": os.listdir("/run"), "dev": sorted(os.listdir("/dev"))})'''), {}, timeout_s=30)
+    assert res.message is not None, res.stderr[-800:]
+    assert res.message["run"] == []
+    assert {"null", "zero", "urandom", "shm"} <= set(res.message["dev"])
+    assert not [d for d in res.message["dev"] if d.startswith(("sd", "vd", "nvme", "loop", "mem", "kmsg"))]
+
+
+@needs_confinement
+def test_a_named_unix_socket_under_tmp_is_out_of_reach(tmp_path):
+    import socket
+    import tempfile
+    import threading
+
+    path = os.path.join(tempfile.gettempdir(), f"kgen-test-{os.getpid()}.sock")   # where tmux and agents keep theirs
+    server = socket.socket(socket.AF_UNIX)
+    server.bind(path)
+    server.listen(1)
+    server.settimeout(10)
+    got = []
+
+    def accept():
+        try:
+            got.append(server.accept())
+        except OSError:
+            pass   # closed at the end of the test, nothing having connected
+
+    threading.Thread(target=accept, daemon=True).start()
+    try:
+        res = run_sandboxed(child(tmp_path, f'''
+            import socket
+            try:
+                s = socket.socket(socket.AF_UNIX)
+                s.connect({path!r})
+                outcome = "connected"
+            except OSError as exc:
+                outcome = exc.strerror
+            a, b = socket.socketpair()   # what multiprocessing needs stays
+            a.send(b"x")
+            chan.send({{"outcome": outcome, "pair": b.recv(1).decode()}})'''), {}, timeout_s=30)
+    finally:
+        server.close()
+        os.unlink(path)
+    assert res.message == {"outcome": "Connection refused", "pair": "x"}, res.stderr[-800:]
+    assert got == []
+
+
+@needs_confinement
+def test_child_status_is_passed_through_the_launcher(tmp_path):
+    aborted = run_sandboxed(child(tmp_path, 'import signal; os.kill(os.getpid(), signal.SIGABRT)'), {}, timeout_s=30)
+    killed = run_sandboxed(child(tmp_path, 'import signal; os.kill(os.getpid(), signal.SIGKILL)'), {}, timeout_s=30)
+    exited = run_sandboxed(child(tmp_path, 'sys.exit(3)'), {}, timeout_s=30)
+    assert (aborted.returncode, killed.returncode, exited.returncode) == (-6, -9, 3)
+
+
+def test_isolation_notes_name_what_is_missing(tmp_path):
+    res = run_sandboxed(child(tmp_path, 'chan.send({})'), {}, timeout_s=30, isolate_network=False,
+                        confine_files=False)
+    assert not res.isolation_complete
+    assert {"pid namespace", "seccomp", "network", "files"} <= set(res.isolation_missing)
+
+
+@needs_confinement
+def test_isolation_is_complete_where_everything_held(tmp_path):
+    res = run_sandboxed(child(tmp_path, 'chan.send({})'), {}, timeout_s=30)
+    assert res.isolation_complete == (res.isolation_missing == [])
+    assert not [n for n in res.isolation if "NOT" in n and n.split(":")[0] in ("pid namespace", "user", "seccomp",
+                                                                                "no_new_privs", "network", "files")]
+
+
+@pytest.mark.skipif(not cgroup_v2(), reason="/sys/fs/cgroup is not cgroup v2 (unified) here")
+def test_cgroup_v2_limits_are_written(tmp_path):
+    res = run_sandboxed(child(tmp_path, 'chan.send({"cgroup": open("/proc/self/cgroup").read()})'), {},
+                        timeout_s=30)
+    notes = " ".join(res.isolation)
+    if "pids cgroup v2" not in notes:
+        pytest.skip(f"no writable cgroup v2 here: {notes}")
+    assert "kgen-" in res.message["cgroup"]
+    assert "memory cgroup v2" in notes
+
+
+def test_cgroup_group_has_the_limits_and_is_removed():
+    groups, _ = _limits()
+    made = [g for g, _ in groups.values() if g is not None]
+    if not made:
+        pytest.skip(f"no writable cgroup here: {groups}")
+    pids = groups["pids"][0]
+    if pids is not None:
+        assert pids.read("pids.max").strip() == str(MAX_TASKS)
+    memory = groups["memory"][0]
+    if memory is not None:
+        name = "memory.max" if memory.version == 2 else "memory.limit_in_bytes"
+        assert int(memory.read(name)) <= _memory_cap_bytes() + 4096
+    for g in made:
+        g.remove()
+        assert not g.path.exists()
+
+
+def test_memory_cap_kills_a_child_that_touches_too_much(tmp_path, monkeypatch):
+    import verifier.sandbox as sandbox
+
+    monkeypatch.setattr(sandbox, "MEMORY_FRACTION", 1e9 / (2 * sandbox._memory_cap_bytes()))   # a ~1 GB cap
+    groups, _ = _limits()
+    for g, _ in groups.values():
+        if g is not None:
+            g.remove()
+    if groups["memory"][0] is None:
+        pytest.skip(f"no writable memory cgroup here: {groups['memory'][1]}")
+    res = run_sandboxed(child(tmp_path, '''
+        hog = []
+        for _ in range(40):
+            hog.append(bytearray(100 << 20))   # touched: bytearray zero-fills
+        chan.send({"survived": True})'''), {}, timeout_s=60)
+    assert res.message is None and "used more than 1 GB of host memory" in res.limit, (res.limit, res.isolation)
+
+
+@needs_confinement
+@pytest.mark.skipif(not shutil.which("nvcc"), reason="no nvcc here")
+def test_nvcc_compiles_inside_the_confinement(tmp_path):
+    # compiling a CUDA candidate goes through nvcc's own subprocesses (cicc, ptxas, fatbinary, the host compiler)
+    res = run_sandboxed(child(tmp_path, '''
+        import subprocess
+        open("k.cu", "w").write("__global__ void k(float* x) { x[threadIdx.x] *= 2.0f; }\\n")
+        done = subprocess.run(["nvcc", "-c", "k.cu", "-o", "k.o"], capture_output=True, text=True)
+        chan.send({"rc": done.returncode, "err": done.stderr[-800:], "built": os.path.exists("k.o")})'''),
+        {}, timeout_s=180)
+    assert res.message is not None, res.stderr[-800:]
+    assert res.message["rc"] == 0 and res.message["built"], res.message["err"]
+
+
+@pytest.mark.gpu
+@needs_confinement
+def test_cuda_torch_and_cupy_work_inside_the_confinement(tmp_path):
+    res = run_sandboxed(child(tmp_path, '''
+        import torch
+        a = torch.randn(256, 256, device="cuda")
+        torch_ok = torch.allclose((a @ a).cpu(), a.cpu() @ a.cpu(), atol=1e-3, rtol=1e-3)
+        import cupy
+        k = cupy.RawKernel(r'extern "C" __global__ void twice(float* x) { x[threadIdx.x] *= 2.0f; }', "twice")
+        x = cupy.ones(32, dtype=cupy.float32)
+        k((1,), (32,), (x,))
+        chan.send({"torch": bool(torch_ok), "cupy": float(x.sum()), "gpu": torch.cuda.get_device_name(),
+                   "dev": sorted(os.listdir("/dev"))})'''), {}, timeout_s=300)
+    assert res.message is not None, res.stderr[-1500:]
+    assert res.message["torch"] and res.message["cupy"] == 64.0, res.message
+    assert res.isolation_complete, res.isolation_missing
