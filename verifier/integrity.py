@@ -254,6 +254,10 @@ _REFUSED = {
     "ctypes.addressof": "reaching raw memory (ctypes)",
     "ctypes.string_at": "reading raw memory (ctypes)",
     "ctypes.cdata": "reaching raw memory (ctypes)",
+    # NOTE: ctypes.memmove / memset are foreign functions: calling one is this event, however the module
+    # was reached (import ctypes, torch.ctypes, an alias of an alias)
+    "ctypes.call_function": "calling native code (ctypes: memmove, memset, a C function)",
+    "ctypes.cdata/buffer": "reaching raw memory (ctypes)",
     "os.system": "running a shell command",
     "os.exec": "replacing the process",
     "os.posix_spawn": "starting a process",
@@ -282,6 +286,47 @@ _WRITES = {"os.remove": 1, "os.rename": 2, "os.rmdir": 1, "os.mkdir": 1, "os.chm
            "os.symlink": 2, "os.link": 2, "os.truncate": 1, "os.utime": 1, "shutil.rmtree": 1,
            "shutil.copyfile": 2, "shutil.copytree": 2, "shutil.move": 2, "os.replace": 2}
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC
+
+
+# Modules the static checks forbid a candidate to import (verifier.static.FORBIDDEN_MODULES, in short):
+# a candidate namespace holding one under another name reached it through an alias (torch.os,
+# collections._sys, typing.sys) rather than an import the static checks judged.
+ALIASED_MODULES = frozenset({
+    "sys", "os", "ctypes", "_ctypes", "gc", "inspect", "importlib", "builtins", "threading", "_thread",
+    "subprocess", "multiprocessing", "socket", "signal", "traceback", "weakref", "atexit", "mmap", "pickle",
+    "marshal", "types", "io", "shutil", "tempfile", "runpy", "code", "pathlib", "time", "resource", "posix",
+})
+
+
+def module_aliases(namespace: dict, classes: bool = True) -> list[str]:
+    """Names in a candidate's module namespace (and its classes' namespaces) bound to a forbidden module
+    under a name other than its own: `c = torch.ctypes`, `s = typing.sys`, `class M: o = torch.os`.
+
+    `import sys` (sys bound as "sys") is not one: what the file imports by name is the static checks'
+    to judge. Run after the candidate is imported; the worker calls it once (see docs/threat-model.md)."""
+    found = []
+
+    def scan(where: str, items) -> None:
+        for name, value in list(items):
+            if isinstance(value, types.ModuleType) and value.__name__ in ALIASED_MODULES \
+                    and name != value.__name__.rsplit(".", 1)[-1]:
+                found.append(f"{where}{name} = <module {value.__name__}>")
+
+    scan("", namespace.items())
+    if classes:
+        for name, value in list(namespace.items()):
+            if isinstance(value, type) and value.__module__ == namespace.get("__name__"):
+                scan(f"{name}.", vars(value).items())
+    return found
+
+
+def check_module_aliases_or_raise(verdict_cls, namespace: dict) -> None:
+    """module_aliases as a verdict: rejected, naming the first few."""
+    found = module_aliases(namespace)
+    if found:
+        raise verdict_cls("rejected", f"holds forbidden modules under other names ({', '.join(found[:3])}): "
+                                      f"a module reached as an attribute of another (torch.os, typing.sys) "
+                                      f"is the module itself")
 
 
 class RuntimePolicy:

@@ -3,13 +3,21 @@
     from verifier import interpreter_fixes
     interpreter_fixes.apply()     # in the sandboxed worker, on a CPU, before the candidate is imported
 
-Three differences between `TRITON_INTERPRET=1` and a real GPU would otherwise
-fail honest kernels on the CPU:
+Four differences between `TRITON_INTERPRET=1` and a real GPU would otherwise
+fail honest kernels on the CPU, or pass on the CPU a kernel the GPU computes wrong:
 1. a runtime loop bound (`range(0, n_cols, BLOCK)`) is turned into an int with
    `int()` of a one-element array, which NumPy 2.4 refuses;
 2. casting fp32 to bf16 truncates, where the GPU rounds to nearest even (an
    RMSNorm kernel then misses a 1e-2 tolerance the GPU meets with room);
-3. `tl.dot` on bf16 operands multiplies their raw 16-bit patterns.
+3. `tl.dot` on bf16 operands multiplies their raw 16-bit patterns;
+4. `tl.dot` on fp32 operands ignores `input_precision`: the interpreter multiplies
+   in full fp32 whatever was asked, while the GPU's tensor cores take "tf32"
+   operands with a 10-bit mantissa (round to nearest even) and "tf32x3" as three
+   TF32 products (big*big + big*small + small*big). NOTE: Triton 3.6 resolves an
+   fp32 `tl.dot` without input_precision to "tf32" on the GPU and in the
+   interpreter alike (`allow_tf32=True`, the old spelling, too; TRITON_F32_DEFAULT
+   overrides both), so a plain `tl.dot(a, b)` on fp32 is a TF32 product: on the
+   CPU it now is one too, and misses fp32's 1e-4 where it would on the GPU.
 Each fix is NumPy-only, so the candidate's op audit sees no extra torch ops.
 Only the worker applies them, and only where kernels run under the interpreter.
 """
@@ -29,6 +37,26 @@ def _f32_to_bf16_bits_rtne(data: np.ndarray) -> np.ndarray:
     bits = np.ascontiguousarray(data, dtype=np.float32).view(np.uint32)
     rounded = ((bits + np.uint32(0x7FFF) + ((bits >> 16) & np.uint32(1))) >> 16).astype(np.uint16)
     return np.where(np.isnan(data), np.uint16(0x7FC0), rounded)
+
+
+def round_to_tf32(data: np.ndarray) -> np.ndarray:
+    """fp32 values rounded to TF32 (sign, 8-bit exponent, 10-bit mantissa), nearest even, kept as fp32."""
+    f32 = np.ascontiguousarray(data, dtype=np.float32)
+    bits = f32.view(np.uint32)
+    rounded = ((bits + np.uint32(0xFFF) + ((bits >> 13) & np.uint32(1))) & np.uint32(0xFFFFE000)).view(np.float32)
+    return np.where(np.isfinite(f32), rounded, f32)
+
+
+def tf32_dot(a: np.ndarray, b: np.ndarray, precision: str) -> np.ndarray:
+    """a @ b in fp32 as the tensor cores compute it for input_precision "tf32" or "tf32x3"."""
+    a_big, b_big = round_to_tf32(a), round_to_tf32(b)
+    if precision == "tf32":
+        return np.matmul(a_big, b_big, dtype=np.float32)
+    a_small = round_to_tf32(a.astype(np.float32) - a_big)
+    b_small = round_to_tf32(b.astype(np.float32) - b_big)
+    # the order the GPU sums them in: the small corrections first, the big product last
+    return (np.matmul(a_big, b_small, dtype=np.float32) + np.matmul(a_small, b_big, dtype=np.float32)) \
+        + np.matmul(a_big, b_big, dtype=np.float32)
 
 
 def apply() -> None:
@@ -56,8 +84,13 @@ def apply() -> None:
     interp.InterpreterBuilder.cast_impl = cast_impl
 
     original_dot = interp.InterpreterBuilder.create_dot
+    tf32_modes = {interp._ir.INPUT_PRECISION.TF32: "tf32", interp._ir.INPUT_PRECISION.TF32x3: "tf32x3"}
 
     def create_dot(self, a, b, d, input_precision, max_num_imprecise_acc):
+        mode = tf32_modes.get(input_precision)
+        if mode and a.dtype.scalar == tl.float32 and b.dtype.scalar == tl.float32:
+            product = tf32_dot(a.data, b.data, mode)
+            return interp.TensorHandle((product + d.data).astype(d.data.dtype), d.dtype.scalar)
         if a.dtype.scalar == tl.bfloat16 or b.dtype.scalar == tl.bfloat16:
             def widen(h):
                 return _bf16_bits_to_f32(h.data) if h.dtype.scalar == tl.bfloat16 else h.data

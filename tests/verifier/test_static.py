@@ -41,12 +41,12 @@ def test_kernel_defined_but_never_launched():
 
 
 @pytest.mark.parametrize("line, words", [
-    ("import threading", "threads"),
-    ("import subprocess", "processes"),
-    ("import gc", "gc"),
-    ("import inspect", "inspect"),
-    ("import ctypes", "ctypes"),
-    ("import socket", "sockets"),
+    ("import threading\nthreading.Thread(target=print)", "threads"),
+    ("import subprocess\nsubprocess.run(['true'])", "processes"),
+    ("import gc\ngc.collect()", "gc"),
+    ("import inspect\ninspect.stack()", "inspect"),
+    ("import ctypes\nctypes.memmove", "ctypes"),
+    ("import socket\nsocket.socket()", "sockets"),
     ("from kgen_task import Model", "Model"),
     ("s = torch.cuda.Stream()", "side CUDA stream"),
     ("torch.cuda.synchronize = lambda: None", "monkey-patches"),
@@ -71,7 +71,7 @@ def test_cupy_and_load_inline_count_as_kernels():
                 "class ModelNew(nn.Module):\n    def forward(self, x):\n        return x\n")
     assert check_source(cupy_src) is None
     inline_src = ("from torch.utils.cpp_extension import load_inline\nimport torch.nn as nn\n"
-                  "m = load_inline(name='m', cpp_sources='', cuda_sources='')\n"
+                  "m = load_inline(name='m', cpp_sources='', cuda_sources='__global__ void k() {}')\n"
                   "class ModelNew(nn.Module):\n    def forward(self, x):\n        return m.f(x)\n")
     assert check_source(inline_src) is None
 
@@ -89,12 +89,12 @@ def test_cupy_and_load_inline_count_as_kernels():
     ("f = getattr\nf(torch, 'x')", "getattr"),
     ("vars(torch)['comp' + 'ile']", "vars"),
     ("().__class__.__base__.__subclasses__()", "class hierarchy"),
-    ("import importlib", "importlib"),
+    ("import importlib\nimportlib.import_module('gc')", "importlib"),
     ("import os\nos.sys.modules", "sys"),
     ("import os\nos.system('true')", "shell"),
     ("import os\nos.path.expandvars('$HOME')", "environment"),
-    ("import pathlib", "pathlib"),
-    ("import runpy", "runpy"),
+    ("import pathlib\npathlib.Path('x').write_text('')", "pathlib"),
+    ("import runpy\nrunpy.run_path('x')", "runpy"),
     ("y = x.numpy()", ".numpy"),
     ("y = x.tolist()", ".tolist"),
     ("torch.set_default_dtype(torch.float16)", "dtype"),
@@ -126,7 +126,7 @@ def test_ordinary_kernel_code_is_not_rejected(line):
 
 
 def test_reason_names_the_line():
-    p = check_source(KERNEL + "\nimport gc\n")
+    p = check_source(KERNEL + "\nimport gc\ngc.collect()\n")
     assert p.reason.startswith(f"line {KERNEL.count(chr(10)) + 2}:"), p.reason
 
 
