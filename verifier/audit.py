@@ -54,7 +54,7 @@ ALLOWED_OPS = frozenset({
     # views and reshapes
     "view", "_unsafe_view", "reshape", "_reshape_alias", "view_as", "expand", "expand_as", "permute",
     "transpose", "t", "squeeze", "unsqueeze", "flatten", "unflatten", "as_strided", "slice", "select",
-    "split", "split_with_sizes", "chunk", "unbind", "narrow", "detach", "alias", "movedim",
+    "split", "split_with_sizes", "chunk", "unbind", "narrow", "detach", "detach_", "alias", "movedim",
     "view_as_real", "view_as_complex", "diagonal", "unfold", "broadcast_to", "broadcast_tensors",
     # copies and dtype casts
     "copy_", "clone", "contiguous", "_to_copy", "to", "type_as", "_copy_from", "_copy_from_and_resize",

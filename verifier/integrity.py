@@ -254,9 +254,7 @@ _REFUSED = {
     "ctypes.addressof": "reaching raw memory (ctypes)",
     "ctypes.string_at": "reading raw memory (ctypes)",
     "ctypes.cdata": "reaching raw memory (ctypes)",
-    # NOTE: ctypes.memmove / memset are foreign functions: calling one is this event, however the module
-    # was reached (import ctypes, torch.ctypes, an alias of an alias)
-    "ctypes.call_function": "calling native code (ctypes: memmove, memset, a C function)",
+    "ctypes.call_function": "calling native code (ctypes)",
     "ctypes.cdata/buffer": "reaching raw memory (ctypes)",
     "os.system": "running a shell command",
     "os.exec": "replacing the process",
@@ -341,6 +339,38 @@ class RuntimePolicy:
 
     def install(self) -> None:
         sys.addaudithook(self._hook)
+        self._guard_raw_memory()
+
+    def _guard_raw_memory(self) -> None:
+        """ctypes.memmove and memset raise no audit event: wrap them so that the candidate's calls are refused.
+
+        NOTE: the module object is the same however it is reached (import ctypes, torch.ctypes, an alias of
+        an alias), so one wrapper covers every path; libraries calling them keep their rights."""
+        try:
+            import ctypes
+        except ImportError:
+            return
+        policy = self
+
+        def guarded(name, original):
+            def call(*args):
+                if policy._is_untrusted_request(sys._getframe(1)):
+                    what = f"calling native code (ctypes.{name}) to move raw memory"
+                    policy.violations.append(what)
+                    raise PermissionError(f"refused by kgen's verifier: {what}")
+                return original(*args)
+            call.__name__ = name
+            call.kgen_guarded = True
+            return call
+
+        for name in ("memmove", "memset"):
+            original = getattr(ctypes, name, None)
+            if original is not None and not getattr(original, "kgen_guarded", False):
+                setattr(ctypes, name, guarded(name, original))
+
+    def _is_untrusted_request(self, frame) -> bool:
+        requester = self._requester(frame)
+        return requester is not None and self._is_untrusted(requester)
 
     # -- frames ------------------------------------------------------------------------------
     def _is_untrusted(self, frame) -> bool:

@@ -3,7 +3,7 @@
     from verifier import interpreter_fixes
     interpreter_fixes.apply()     # in the sandboxed worker, on a CPU, before the candidate is imported
 
-Four differences between `TRITON_INTERPRET=1` and a real GPU would otherwise
+Six differences between `TRITON_INTERPRET=1` and a real GPU would otherwise
 fail honest kernels on the CPU, or pass on the CPU a kernel the GPU computes wrong:
 1. a runtime loop bound (`range(0, n_cols, BLOCK)`) is turned into an int with
    `int()` of a one-element array, which NumPy 2.4 refuses;
@@ -17,7 +17,14 @@ fail honest kernels on the CPU, or pass on the CPU a kernel the GPU computes wro
    fp32 `tl.dot` without input_precision to "tf32" on the GPU and in the
    interpreter alike (`allow_tf32=True`, the old spelling, too; TRITON_F32_DEFAULT
    overrides both), so a plain `tl.dot(a, b)` on fp32 is a TF32 product: on the
-   CPU it now is one too, and misses fp32's 1e-4 where it would on the GPU.
+   CPU it now is one too, and misses fp32's 1e-4 where it would on the GPU;
+5. arithmetic on bf16 values (`w * h.to(tl.bfloat16)`, a bf16 add, max or
+   comparison) ran on their raw 16-bit patterns as integers: it is now done in
+   fp32 and rounded back to bf16 (nearest even), as the GPU does;
+6. `@triton.autotune` with more than one config benchmarks them through the
+   GPU driver, which the interpreter has none of ("0 active drivers"): each
+   config now runs once (so one that fails still fails) and the first is kept,
+   as timings mean nothing here. NOTE: only that config's output is checked.
 Each fix is NumPy-only, so the candidate's op audit sees no extra torch ops.
 Only the worker applies them, and only where kernels run under the interpreter.
 """
@@ -57,6 +64,12 @@ def tf32_dot(a: np.ndarray, b: np.ndarray, precision: str) -> np.ndarray:
     # the order the GPU sums them in: the small corrections first, the big product last
     return (np.matmul(a_big, b_small, dtype=np.float32) + np.matmul(a_small, b_big, dtype=np.float32)) \
         + np.matmul(a_big, b_big, dtype=np.float32)
+
+
+def _run_once(kernel_call, quantiles=None, **_):
+    """The autotuner's benchmark under the interpreter: run the config once, report no time."""
+    kernel_call()
+    return [0.0] * (len(quantiles) if quantiles else 1)
 
 
 def apply() -> None:
@@ -99,4 +112,31 @@ def apply() -> None:
         return original_dot(self, a, b, d, input_precision, max_num_imprecise_acc)
 
     interp.InterpreterBuilder.create_dot = create_dot
+
+    original_binary, original_unary = interp.InterpreterBuilder.binary_op, interp.InterpreterBuilder.unary_op
+
+    def as_f32(h):
+        return interp.TensorHandle(_bf16_bits_to_f32(h.data), tl.float32)
+
+    def narrowed(out):
+        if out.data.dtype == np.float32:
+            return interp.TensorHandle(_f32_to_bf16_bits_rtne(out.data), tl.bfloat16)
+        return out   # a comparison: its truth values stand
+
+    def binary_op(self, lhs, rhs, op):
+        if lhs.dtype.scalar == tl.bfloat16 and rhs.dtype.scalar == tl.bfloat16:
+            return narrowed(original_binary(self, as_f32(lhs), as_f32(rhs), op))
+        return original_binary(self, lhs, rhs, op)
+
+    def unary_op(self, arg, op):
+        if arg.dtype.scalar == tl.bfloat16:
+            return narrowed(original_unary(self, as_f32(arg), op))
+        return original_unary(self, arg, op)
+
+    interp.InterpreterBuilder.binary_op = binary_op
+    interp.InterpreterBuilder.unary_op = unary_op
+
+    from triton.runtime import autotuner
+
+    autotuner.Autotuner.do_bench = property(lambda self: _run_once)
     _applied = True

@@ -664,6 +664,13 @@ def _check_node(node: ast.AST, names: _Names) -> str | None:
             return f"{verb} {full or _dotted(node)}: monkey-patches a library the harness relies on"
         if node.attr in ARRAY_PROTOCOLS:
             return f"uses .{node.attr}: {ARRAY_PROTOCOLS[node.attr]}"
+        # A module alias anywhere in the chain is the reason a reader needs (torch.os.system: "torch.os").
+        inner = node
+        while isinstance(inner, ast.Attribute):
+            if names.is_module_rooted(inner.value) and inner.attr.lstrip("_") in ALIAS_MODULES:
+                return (f"reaches the module {inner.attr.lstrip('_')} as {_dotted(inner) or inner.attr} "
+                        f"(a module alias): {_alias_why(inner.attr)}")
+            inner = inner.value
         # NOTE: calling synchronize() only waits (torch.cuda.synchronize(), stream.synchronize()): the timer
         # brackets its own events and synchronises itself. Naming it any other way (aliasing, assigning,
         # passing it along) is still rejected below.
@@ -674,9 +681,6 @@ def _check_node(node: ast.AST, names: _Names) -> str | None:
         why = _forbidden_dotted(full) if full else None
         if why:
             return f"uses {full}: {why}"
-        if names.is_module_rooted(node.value) and node.attr.lstrip("_") in ALIAS_MODULES:
-            return (f"reaches the module {node.attr.lstrip('_')} as {_dotted(node) or node.attr} (a module alias): "
-                    f"{_alias_why(node.attr)}")
 
     if isinstance(node, ast.Subscript) and isinstance(node.ctx, (ast.Store, ast.Del)) \
             and names.is_module_rooted(node.value):

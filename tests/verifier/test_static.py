@@ -133,3 +133,105 @@ def test_reason_names_the_line():
 def test_empty_and_nul_bytes_are_verdicts_not_exceptions():
     assert "empty" in check_source("  \n").reason
     assert check_source("x = 1\x00\n").status == "compile_error"
+
+
+# -- what an import can reach, not which names a file mentions -----------------------------------
+
+@pytest.mark.parametrize("line", [
+    "import sys, time",
+    "import os, sys, time, math",
+    "from time import perf_counter",
+    "import threading",
+    "if __name__ == '__main__':\n    import sys\n    sys.exit(0)",
+])
+def test_an_import_nothing_that_runs_can_reach_is_not_rejected(line):
+    assert check_source("import sys, time\n" + KERNEL + "\n" + line + "\n"
+                        "if __name__ == '__main__':\n    t = time.perf_counter()\n    print(sys.argv, t)\n") is None
+
+
+@pytest.mark.parametrize("line, words", [
+    ("import time\ndef f():\n    return time.perf_counter()", "imports time"),
+    ("import sys\nclass M:\n    def forward(self):\n        return sys.modules", "imports sys"),
+    ("from time import perf_counter\nT0 = perf_counter()", "imports time"),
+    ("import threading as th\nth.Thread(target=print)", "imports threading"),
+    ("import kgen_task", "task's own Model"),
+    ("import candidate", "its own module"),
+])
+def test_an_import_that_code_which_runs_uses_is_rejected(line, words):
+    p = check_source(KERNEL + "\n" + line + "\n")
+    assert p is not None and words in p.reason, (line, p)
+
+
+def test_plain_synchronize_calls_are_allowed():
+    src = KERNEL.replace("        return x", "        if torch.cuda.is_available():\n"
+                                            "            torch.cuda.synchronize()\n"
+                                            "            torch.cuda.current_stream().synchronize()\n"
+                                            "        return x")
+    assert check_source(src) is None
+
+
+@pytest.mark.parametrize("line, words", [
+    ("s = torch.cuda.synchronize", "synchronisation"),
+    ("torch.cuda.synchronize = print", "monkey-patches"),
+    ("f = lambda: None\nf.synchronize = torch.cuda.synchronize", "synchronisation"),
+])
+def test_synchronize_named_any_other_way_is_rejected(line, words):
+    p = check_source(KERNEL + "\n" + line + "\n")
+    assert p is not None and words in p.reason, (line, p)
+
+
+@pytest.mark.parametrize("line", [
+    "import os\nDEBUG = os.environ.get('TRITON_DEBUG', '0') == '1'",
+    "import os\nB = int(os.getenv('TRITON_BLOCK', '128'))",
+    "import os\nI = 'TRITON_INTERPRET' in os.environ",
+    "import os\nv = os.environ['CUDA_VISIBLE_DEVICES']",
+])
+def test_reading_the_ecosystems_own_switches_is_allowed(line):
+    assert check_source(KERNEL + "\n" + line + "\n") is None, line
+
+
+@pytest.mark.parametrize("line", [
+    "import os\nk = os.environ.get('OPENAI_API_KEY')",
+    "import os\nname = 'TRITON_X'\nk = os.environ.get(name)",
+    "import os\nk = os.environ.copy()",
+    "import os\nk = dict(os.environ)",
+])
+def test_reading_any_other_environment_variable_is_rejected(line):
+    p = check_source(KERNEL + "\n" + line + "\n")
+    assert p is not None and "environment" in p.reason, (line, p)
+
+
+@pytest.mark.parametrize("line, module", [
+    ("torch.os.system('true')", "os"),
+    ("torch.ctypes.memmove(0, 0, 0)", "ctypes"),
+    ("torch.builtins.exec('1')", "builtins"),
+    ("torch.importlib.import_module('gc')", "importlib"),
+    ("import collections\ncollections._sys.modules", "sys"),
+    ("import typing\ntyping.sys.modules", "sys"),
+    ("t = torch\nt.inspect.stack()", "inspect"),
+    ("getattr(torch, 'os')", "os"),
+    ("from torch import os as o", "os"),
+    ("from collections import _sys", "sys"),
+])
+def test_a_module_reached_as_an_attribute_of_another_is_rejected(line, module):
+    p = check_source(KERNEL + "\n" + line + "\n")
+    assert p is not None and f"module {module}" in p.reason, (line, p)
+
+
+@pytest.mark.parametrize("line, words", [
+    ("class V:\n    @property\n    def __array_interface__(self):\n        return {}", "__array_interface__"),
+    ("class V:\n    __array_interface__ = {}", "__array_interface__"),
+    ("V = type('V', (), {'__array_interface__': {}})", "__array_interface__"),
+    ("class V:\n    def __dlpack__(self):\n        return None", "DLPack"),
+    ("import numpy\nv = numpy.core.multiarray.from_dlpack(None)", "DLPack"),
+    ("import torch.utils.dlpack", "torch.utils.dlpack"),
+    ("import numpy as np\nv = np.from_dlpack(None)", "DLPack"),
+    ("from torch.utils.cpp_extension import load_inline\nm = load_inline(name='m', cpp_sources='int f();')",
+     "no CUDA source"),
+    ("import torch.utils.cpp_extension as c\nm = getattr(c, 'load_inline')(name='m', cpp_sources='x')",
+     "no CUDA source"),
+    ("from torch.utils.cpp_extension import load\nm = load(name='m', sources=['m.cpp'])", "from files"),
+])
+def test_host_compute_routes_the_op_audit_cannot_see_are_rejected(line, words):
+    p = check_source(KERNEL + "\n" + line + "\n")
+    assert p is not None and words in p.reason, (line, p)
