@@ -222,7 +222,12 @@ class OpAudit(TorchDispatchMode):
         return (entry.bits[np.where(inside, where, 0)] & inside).all(axis=1)
 
     def _is_written(self, t) -> bool:
-        return isinstance(t, torch.Tensor) and bool(self._element_stored(t).all())
+        if not isinstance(t, torch.Tensor):
+            return False
+        entry = self._stored.get(_key(t))
+        if entry is None or entry.bits is None:   # NOTE: no per-element array for a whole storage (GB on a GPU)
+            return entry is not None
+        return bool(self._element_stored(t).all())
 
     def _set_view(self, t: torch.Tensor, stored: bool, by: str) -> None:
         """The bytes of the view t were just written by torch: a kernel's (a carrying copy) or not."""
@@ -276,7 +281,7 @@ class OpAudit(TorchDispatchMode):
     def provenance(self, outputs: list) -> str | None:
         """Why an output's bytes are not all a kernel's, as one line; None when every byte is."""
         for i, o in enumerate(outputs):
-            if not isinstance(o, torch.Tensor) or o.numel() == 0:
+            if not isinstance(o, torch.Tensor) or o.numel() == 0 or self._is_written(o):
                 continue
             ok = self._element_stored(o)
             if ok.all():
@@ -286,13 +291,13 @@ class OpAudit(TorchDispatchMode):
             first = [int(v) for v in np.unravel_index(int(np.argmin(ok)), tuple(o.shape))] if o.dim() else []
             how = self._torch_wrote.get(_key(o))
             if missing == o.numel():
-                what = f"no element of {label} was stored by a kernel of the candidate's"
+                what = f"{label} was not written by any kernel of the candidate's (no element of it is a kernel's store)"
             else:
-                what = (f"{missing} of {o.numel()} elements of {label} were not stored by any kernel of the "
-                        f"candidate's (first at {first})")
+                what = (f"{label} was not written by any kernel of the candidate's in full: {missing} of {o.numel()} "
+                        f"elements are not a kernel's store (first at {first})")
             if how:
                 what += f"; torch's {how} wrote into it after the kernels"
-            return what + ": every element of an output must be a kernel's store, not torch's"
+            return what + ": every element of an output must be stored by the candidate's kernels, not by torch"
         return None
 
     # -- the dispatch hook -------------------------------------------------------------------

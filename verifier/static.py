@@ -17,6 +17,17 @@ Names are resolved before they are judged, so renaming does not hide them:
 `c.synchronize` read as `torch.cuda.synchronize`; `getattr(torch, "compile")`
 reads as `torch.compile`; `from torch import compile` binds `torch.compile`.
 A name built at run time (`getattr(x, "c" + "ompile")`) is rejected as such.
+A module reached as an attribute of another (`torch.os`, `collections._sys`,
+`typing.sys`, `getattr(torch, "os")`) is judged as the module itself.
+
+What is judged is the code that can run inside the verifier: import-time
+statements, class bodies (ModelNew's methods) and the top-level functions they
+can call. The body of `if __name__ == "__main__":` and of helpers only it calls
+never run as module "candidate", so an `import sys, time` that only they use
+binds names nothing reachable reads, and passes. A plain `synchronize()` call
+only waits (the timer brackets its own events) and passes; an
+`os.environ.get("TRITON_...")` with a constant name of the ecosystem's own
+switches passes.
 
 This is the first of several layers (see verifier/integrity.py for the
 run-time ones): it is a list of what must not appear, so it is strict on
@@ -374,13 +385,45 @@ def _is_main_guard(node: ast.AST) -> bool:
             and isinstance(test.comparators[0], ast.Constant) and test.comparators[0].value == "__main__")
 
 
+def _names_in(nodes) -> set[str]:
+    return {n.id for node in nodes for n in ast.walk(node) if isinstance(n, ast.Name)}
+
+
+def _unreachable_functions(tree: ast.Module) -> set[int]:
+    """id()s of top-level functions whose bodies nothing that runs in the verifier can call.
+
+    A kernel file's `def benchmark():` (timers, sys.argv) called only from its `__main__` block never
+    runs as module "candidate". A function is reachable when its name appears in reachable code:
+    import-time statements, class bodies (ModelNew's methods), other reachable functions, and every
+    function's decorators, defaults and annotations (those run at import). Flow-insensitive: a name
+    mentioned anywhere reachable counts, which can only keep more code under the checks."""
+    functions = [n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    outside = [n for n in tree.body if n not in functions and not _is_main_guard(n)]
+    outside += [n.orelse for n in tree.body if _is_main_guard(n)]
+    seen = _names_in([x for n in outside for x in (n if isinstance(n, list) else [n])])
+    for f in functions:
+        seen |= _names_in(f.decorator_list + [f.args] + ([f.returns] if f.returns else []))
+    reachable: set[int] = set()
+    grew = True
+    while grew:
+        grew = False
+        for f in functions:
+            if id(f) not in reachable and f.name in seen:
+                reachable.add(id(f))
+                seen |= _names_in(f.body)
+                grew = True
+    return {id(f) for f in functions if id(f) not in reachable}
+
+
 def _walk(tree: ast.Module):
     """Every node that can run when the candidate is imported and called.
 
-    The body of a top-level `if __name__ == "__main__":` block (a kernel file's
-    own check and benchmark) is skipped: it never runs as module "candidate",
-    and `__name__` cannot be reassigned (rejected below).
+    The body of a top-level `if __name__ == "__main__":` block (a kernel file's own check and
+    benchmark) is skipped: it never runs as module "candidate", and `__name__` cannot be reassigned
+    (rejected below). So are the bodies of top-level functions only that block calls
+    (_unreachable_functions); their decorators, defaults and annotations still run at import.
     """
+    unreachable = _unreachable_functions(tree)
     todo = deque(tree.body)
     while todo:
         node = todo.popleft()
@@ -388,6 +431,9 @@ def _walk(tree: ast.Module):
             todo.extend(node.orelse)
             continue
         yield node
+        if id(node) in unreachable:
+            todo.extend(node.decorator_list + [node.args] + ([node.returns] if node.returns else []))
+            continue
         todo.extend(ast.iter_child_nodes(node))
 
 

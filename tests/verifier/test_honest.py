@@ -1,7 +1,7 @@
 """Honest kernels written the way LLMs write them pass the whole verifier (status ok on the CPU).
 
-Each file under tests/verifier/candidates/honest/ names its task in its docstring
-(`"""Honest (tasks/<task>.py): ...`). They carry the habits that used to trip the first layer:
+Each file under tests/verifier/candidates/honest/ names its task where its docstring opens
+(`Honest (tasks/<task>.py): `). They carry the habits that used to trip the first layer:
 stray `import os, sys, time, math`, `if __name__ == "__main__":` benchmark blocks with timing code,
 `torch.cuda.synchronize()` in forward under `torch.cuda.is_available()`, `os.environ.get("TRITON_...")`,
 `print` in forward, type hints, helpers, `@triton.autotune`, `torch.empty_like`, `.contiguous()`,

@@ -150,7 +150,7 @@ def test_an_import_nothing_that_runs_can_reach_is_not_rejected(line):
 
 
 @pytest.mark.parametrize("line, words", [
-    ("import time\ndef f():\n    return time.perf_counter()", "imports time"),
+    ("import time\ndef f():\n    return time.perf_counter()\nT = f()", "imports time"),
     ("import sys\nclass M:\n    def forward(self):\n        return sys.modules", "imports sys"),
     ("from time import perf_counter\nT0 = perf_counter()", "imports time"),
     ("import threading as th\nth.Thread(target=print)", "imports threading"),
@@ -235,3 +235,21 @@ def test_a_module_reached_as_an_attribute_of_another_is_rejected(line, module):
 def test_host_compute_routes_the_op_audit_cannot_see_are_rejected(line, words):
     p = check_source(KERNEL + "\n" + line + "\n")
     assert p is not None and words in p.reason, (line, p)
+
+
+def test_a_helper_only_the_main_block_calls_is_not_judged():
+    src = ("import sys, time\n" + KERNEL +
+           "\ndef benchmark(n: int = 10):\n    t = time.perf_counter()\n    print(sys.argv, time.perf_counter() - t)\n"
+           "\nif __name__ == '__main__':\n    benchmark()\n")
+    assert check_source(src) is None
+
+
+@pytest.mark.parametrize("use", [
+    "class Z(nn.Module):\n    def forward(self, x):\n        return helper()",   # a class body reaches it
+    "RESULT = helper()",                                                       # import time reaches it
+    "@helper\ndef other():\n    pass",                                          # a decorator runs at import
+])
+def test_a_helper_code_that_runs_can_call_is_judged(use):
+    src = "import time\n" + KERNEL + "\ndef helper():\n    return time.perf_counter()\n" + use + "\n"
+    p = check_source(src)
+    assert p is not None and "imports time" in p.reason, (use, p)
