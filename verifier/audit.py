@@ -207,7 +207,11 @@ class OpAudit(TorchDispatchMode):
             elif entry is None:
                 self._stored[key] = _Stored(t, np.array(bits, dtype=bool))
             elif entry.bits is not None:
-                entry.bits |= bits
+                if entry.bits.size != bits.size:   # the storage was resized between launches
+                    grown = np.zeros(max(entry.bits.size, bits.size), dtype=bool)
+                    grown[:entry.bits.size] = entry.bits
+                    entry.bits = grown
+                entry.bits[:bits.size] |= bits
             self._torch_wrote.pop(key, None)
 
     def _element_stored(self, t: torch.Tensor) -> np.ndarray:
