@@ -314,12 +314,9 @@ class _State:
         alias = aliases(outs, xs)
         if alias:
             raise Verdict("rejected", f"returned {alias} (or a view of it) as its output instead of computing one")
-        unwritten = audit.unwritten(outs) if self.job["backend"] == "triton" else []
-        if unwritten:
-            which = "its output" if len(outs) == 1 else f"output {unwritten[0]}"
-            raise Verdict("rejected", f"{which} was not written by any kernel of the candidate's: its "
-                                      f"{launches.count} launch(es) stored elsewhere (a launch on a dummy tensor, "
-                                      f"or a result computed outside the kernels)")
+        problem = audit.provenance(outs) if self.job["backend"] == "triton" else None
+        if problem:   # provenance by bytes: every element of every output a kernel's store (verifier.audit)
+            raise Verdict("rejected", problem)
         return out, launches.count, audit.distinct_ops[:50]
 
     def forward(self, request: dict) -> dict:
@@ -559,6 +556,7 @@ def _import_candidate(job: dict, guard):
         _after_candidate(guard, "importing the candidate")
         raise _classify(exc, "while importing the candidate") from None
     _after_candidate(guard, "importing the candidate")
+    integrity.check_module_aliases_or_raise(Verdict, vars(module))   # torch.os, typing.sys: modules under other names
     if not hasattr(module, "ModelNew"):
         raise Verdict("rejected", "the candidate defines no ModelNew")
     return module

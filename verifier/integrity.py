@@ -255,6 +255,8 @@ _REFUSED = {
     "ctypes.addressof": "reaching raw memory (ctypes)",
     "ctypes.string_at": "reading raw memory (ctypes)",
     "ctypes.cdata": "reaching raw memory (ctypes)",
+    "ctypes.call_function": "calling native code (ctypes)",
+    "ctypes.cdata/buffer": "reaching raw memory (ctypes)",
     "os.system": "running a shell command",
     "os.exec": "replacing the process",
     "os.posix_spawn": "starting a process",
@@ -285,6 +287,47 @@ _WRITES = {"os.remove": 1, "os.rename": 2, "os.rmdir": 1, "os.mkdir": 1, "os.chm
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC
 
 
+# Modules the static checks forbid a candidate to import (verifier.static.FORBIDDEN_MODULES, in short):
+# a candidate namespace holding one under another name reached it through an alias (torch.os,
+# collections._sys, typing.sys) rather than an import the static checks judged.
+ALIASED_MODULES = frozenset({
+    "sys", "os", "ctypes", "_ctypes", "gc", "inspect", "importlib", "builtins", "threading", "_thread",
+    "subprocess", "multiprocessing", "socket", "signal", "traceback", "weakref", "atexit", "mmap", "pickle",
+    "marshal", "types", "io", "shutil", "tempfile", "runpy", "code", "pathlib", "time", "resource", "posix",
+})
+
+
+def module_aliases(namespace: dict, classes: bool = True) -> list[str]:
+    """Names in a candidate's module namespace (and its classes' namespaces) bound to a forbidden module
+    under a name other than its own: `c = torch.ctypes`, `s = typing.sys`, `class M: o = torch.os`.
+
+    `import sys` (sys bound as "sys") is not one: what the file imports by name is the static checks'
+    to judge. Run after the candidate is imported; the worker calls it once (see docs/threat-model.md)."""
+    found = []
+
+    def scan(where: str, items) -> None:
+        for name, value in list(items):
+            if isinstance(value, types.ModuleType) and value.__name__ in ALIASED_MODULES \
+                    and name != value.__name__.rsplit(".", 1)[-1]:
+                found.append(f"{where}{name} = <module {value.__name__}>")
+
+    scan("", namespace.items())
+    if classes:
+        for name, value in list(namespace.items()):
+            if isinstance(value, type) and value.__module__ == namespace.get("__name__"):
+                scan(f"{name}.", vars(value).items())
+    return found
+
+
+def check_module_aliases_or_raise(verdict_cls, namespace: dict) -> None:
+    """module_aliases as a verdict: rejected, naming the first few."""
+    found = module_aliases(namespace)
+    if found:
+        raise verdict_cls("rejected", f"holds forbidden modules under other names ({', '.join(found[:3])}): "
+                                      f"a module reached as an attribute of another (torch.os, typing.sys) "
+                                      f"is the module itself")
+
+
 class RuntimePolicy:
     """An audit hook refusing the candidate what the static checks forbid; see the module docstring."""
 
@@ -297,6 +340,38 @@ class RuntimePolicy:
 
     def install(self) -> None:
         sys.addaudithook(self._hook)
+        self._guard_raw_memory()
+
+    def _guard_raw_memory(self) -> None:
+        """ctypes.memmove and memset raise no audit event: wrap them so that the candidate's calls are refused.
+
+        NOTE: the module object is the same however it is reached (import ctypes, torch.ctypes, an alias of
+        an alias), so one wrapper covers every path; libraries calling them keep their rights."""
+        try:
+            import ctypes
+        except ImportError:
+            return
+        policy = self
+
+        def guarded(name, original):
+            def call(*args):
+                if policy._is_untrusted_request(sys._getframe(1)):
+                    what = f"calling native code (ctypes.{name}) to move raw memory"
+                    policy.violations.append(what)
+                    raise PermissionError(f"refused by kgen's verifier: {what}")
+                return original(*args)
+            call.__name__ = name
+            call.kgen_guarded = True
+            return call
+
+        for name in ("memmove", "memset"):
+            original = getattr(ctypes, name, None)
+            if original is not None and not getattr(original, "kgen_guarded", False):
+                setattr(ctypes, name, guarded(name, original))
+
+    def _is_untrusted_request(self, frame) -> bool:
+        requester = self._requester(frame)
+        return requester is not None and self._is_untrusted(requester)
 
     # -- frames ------------------------------------------------------------------------------
     def _is_untrusted(self, frame) -> bool:

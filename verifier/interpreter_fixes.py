@@ -3,13 +3,28 @@
     from verifier import interpreter_fixes
     interpreter_fixes.apply()     # in the sandboxed worker, on a CPU, before the candidate is imported
 
-Three differences between `TRITON_INTERPRET=1` and a real GPU would otherwise
-fail honest kernels on the CPU:
+Six differences between `TRITON_INTERPRET=1` and a real GPU would otherwise
+fail honest kernels on the CPU, or pass on the CPU a kernel the GPU computes wrong:
 1. a runtime loop bound (`range(0, n_cols, BLOCK)`) is turned into an int with
    `int()` of a one-element array, which NumPy 2.4 refuses;
 2. casting fp32 to bf16 truncates, where the GPU rounds to nearest even (an
    RMSNorm kernel then misses a 1e-2 tolerance the GPU meets with room);
-3. `tl.dot` on bf16 operands multiplies their raw 16-bit patterns.
+3. `tl.dot` on bf16 operands multiplies their raw 16-bit patterns;
+4. `tl.dot` on fp32 operands ignores `input_precision`: the interpreter multiplies
+   in full fp32 whatever was asked, while the GPU's tensor cores take "tf32"
+   operands with a 10-bit mantissa (round to nearest even) and "tf32x3" as three
+   TF32 products (big*big + big*small + small*big). NOTE: Triton 3.6 resolves an
+   fp32 `tl.dot` without input_precision to "tf32" on the GPU and in the
+   interpreter alike (`allow_tf32=True`, the old spelling, too; TRITON_F32_DEFAULT
+   overrides both), so a plain `tl.dot(a, b)` on fp32 is a TF32 product: on the
+   CPU it now is one too, and misses fp32's 1e-4 where it would on the GPU;
+5. arithmetic on bf16 values (`w * h.to(tl.bfloat16)`, a bf16 add, max or
+   comparison) ran on their raw 16-bit patterns as integers: it is now done in
+   fp32 and rounded back to bf16 (nearest even), as the GPU does;
+6. `@triton.autotune` with more than one config benchmarks them through the
+   GPU driver, which the interpreter has none of ("0 active drivers"): each
+   config now runs once (so one that fails still fails) and the first is kept,
+   as timings mean nothing here. NOTE: only that config's output is checked.
 Each fix is NumPy-only, so the candidate's op audit sees no extra torch ops.
 Only the worker applies them, and only where kernels run under the interpreter.
 """
@@ -29,6 +44,32 @@ def _f32_to_bf16_bits_rtne(data: np.ndarray) -> np.ndarray:
     bits = np.ascontiguousarray(data, dtype=np.float32).view(np.uint32)
     rounded = ((bits + np.uint32(0x7FFF) + ((bits >> 16) & np.uint32(1))) >> 16).astype(np.uint16)
     return np.where(np.isnan(data), np.uint16(0x7FC0), rounded)
+
+
+def round_to_tf32(data: np.ndarray) -> np.ndarray:
+    """fp32 values rounded to TF32 (sign, 8-bit exponent, 10-bit mantissa), nearest even, kept as fp32."""
+    f32 = np.ascontiguousarray(data, dtype=np.float32)
+    bits = f32.view(np.uint32)
+    rounded = ((bits + np.uint32(0xFFF) + ((bits >> 13) & np.uint32(1))) & np.uint32(0xFFFFE000)).view(np.float32)
+    return np.where(np.isfinite(f32), rounded, f32)
+
+
+def tf32_dot(a: np.ndarray, b: np.ndarray, precision: str) -> np.ndarray:
+    """a @ b in fp32 as the tensor cores compute it for input_precision "tf32" or "tf32x3"."""
+    a_big, b_big = round_to_tf32(a), round_to_tf32(b)
+    if precision == "tf32":
+        return np.matmul(a_big, b_big, dtype=np.float32)
+    a_small = round_to_tf32(a.astype(np.float32) - a_big)
+    b_small = round_to_tf32(b.astype(np.float32) - b_big)
+    # the order the GPU sums them in: the small corrections first, the big product last
+    return (np.matmul(a_big, b_small, dtype=np.float32) + np.matmul(a_small, b_big, dtype=np.float32)) \
+        + np.matmul(a_big, b_big, dtype=np.float32)
+
+
+def _run_once(kernel_call, quantiles=None, **_):
+    """The autotuner's benchmark under the interpreter: run the config once, report no time."""
+    kernel_call()
+    return [0.0] * (len(quantiles) if quantiles else 1)
 
 
 def apply() -> None:
@@ -56,8 +97,13 @@ def apply() -> None:
     interp.InterpreterBuilder.cast_impl = cast_impl
 
     original_dot = interp.InterpreterBuilder.create_dot
+    tf32_modes = {interp._ir.INPUT_PRECISION.TF32: "tf32", interp._ir.INPUT_PRECISION.TF32x3: "tf32x3"}
 
     def create_dot(self, a, b, d, input_precision, max_num_imprecise_acc):
+        mode = tf32_modes.get(input_precision)
+        if mode and a.dtype.scalar == tl.float32 and b.dtype.scalar == tl.float32:
+            product = tf32_dot(a.data, b.data, mode)
+            return interp.TensorHandle((product + d.data).astype(d.data.dtype), d.dtype.scalar)
         if a.dtype.scalar == tl.bfloat16 or b.dtype.scalar == tl.bfloat16:
             def widen(h):
                 return _bf16_bits_to_f32(h.data) if h.dtype.scalar == tl.bfloat16 else h.data
@@ -66,4 +112,31 @@ def apply() -> None:
         return original_dot(self, a, b, d, input_precision, max_num_imprecise_acc)
 
     interp.InterpreterBuilder.create_dot = create_dot
+
+    original_binary, original_unary = interp.InterpreterBuilder.binary_op, interp.InterpreterBuilder.unary_op
+
+    def as_f32(h):
+        return interp.TensorHandle(_bf16_bits_to_f32(h.data), tl.float32)
+
+    def narrowed(out):
+        if out.data.dtype == np.float32:
+            return interp.TensorHandle(_f32_to_bf16_bits_rtne(out.data), tl.bfloat16)
+        return out   # a comparison: its truth values stand
+
+    def binary_op(self, lhs, rhs, op):
+        if lhs.dtype.scalar == tl.bfloat16 and rhs.dtype.scalar == tl.bfloat16:
+            return narrowed(original_binary(self, as_f32(lhs), as_f32(rhs), op))
+        return original_binary(self, lhs, rhs, op)
+
+    def unary_op(self, arg, op):
+        if arg.dtype.scalar == tl.bfloat16:
+            return narrowed(original_unary(self, as_f32(arg), op))
+        return original_unary(self, arg, op)
+
+    interp.InterpreterBuilder.binary_op = binary_op
+    interp.InterpreterBuilder.unary_op = unary_op
+
+    from triton.runtime import autotuner
+
+    autotuner.Autotuner.do_bench = property(lambda self: _run_once)
     _applied = True

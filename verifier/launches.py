@@ -9,7 +9,8 @@ On the CPU (Triton interpreter) every launch goes through
 `InterpretedFunction.run`, and every store a kernel makes through the
 interpreter's `create_masked_store` / atomics: the counter wraps them for the
 duration and reports, per launch, the tensor arguments whose memory the kernel
-actually stored to. On a GPU the counter asks the torch profiler (CUPTI) for
+actually stored to, and which bytes of each storage it stored (`stored_bytes`,
+one bool per byte: provenance by bytes, verifier.audit). On a GPU the counter asks the torch profiler (CUPTI) for
 the kernels that ran, which sees Triton, CuPy and load_inline kernels alike;
 Triton launches are also seen at `JITFunction.run`, and their tensor arguments
 other than forward's own inputs are reported as written (a GPU kernel's stores
@@ -52,6 +53,7 @@ class LaunchCounter:
         self._restores: list = []
         self._prof = None
         self._stores: list[tuple[int, int]] = []   # [lowest, highest] byte address of each store, CPU
+        self._store_addrs: list[tuple[object, int]] = []   # (addresses stored to, bytes per element), CPU
 
     def __enter__(self) -> "LaunchCounter":
         import torch
@@ -81,6 +83,11 @@ class LaunchCounter:
                 addrs = addrs[np.broadcast_to(np.asarray(mask.data), addrs.shape)]
             if addrs.size:
                 counter._stores.append((int(addrs.min()), int(addrs.max())))
+                try:
+                    width = max(1, ptrs.get_element_ty().primitive_bitwidth // 8)
+                except AttributeError:  # not a pointer handle: count the first byte only
+                    width = 1
+                counter._store_addrs.append((addrs.reshape(-1).astype(np.int64), width))
 
         def counted_store(b, ptrs, value, mask, *rest):
             note_store(ptrs, mask)
@@ -96,11 +103,13 @@ class LaunchCounter:
 
         def counted_run(fn_self, *args, **kwargs):
             counter._stores = []
+            counter._store_addrs = []
             out = run(fn_self, *args, **kwargs)
             counter.count += 1
             counter.names.append(getattr(fn_self.fn, "__name__", "kernel"))
             if counter._on_launch:
-                counter._on_launch([t for t in _tensor_args(args, kwargs) if counter._stored_to(t)], {})
+                written = [t for t in _tensor_args(args, kwargs) if counter._stored_to(t)]
+                counter._on_launch(written, {"stored_bytes": counter.stored_bytes(written)})
             return out
 
         InterpretedFunction.run = counted_run
@@ -111,6 +120,25 @@ class LaunchCounter:
         self._restores.append(lambda: setattr(InterpreterBuilder, "create_masked_store", masked_store))
         self._restores.append(lambda: setattr(InterpreterBuilder, "create_atomic_rmw", atomic_rmw))
         self._restores.append(lambda: setattr(InterpreterBuilder, "create_atomic_cas", atomic_cas))
+
+    def stored_bytes(self, tensors) -> dict:
+        """{storage data_ptr: bool array, one per byte of the storage}: which bytes this launch stored."""
+        import numpy as np
+
+        out: dict = {}
+        for t in tensors:
+            storage = t.untyped_storage()
+            lo, n = storage.data_ptr(), storage.nbytes()
+            if lo in out or n == 0:
+                continue
+            hit = np.zeros(n, dtype=bool)
+            for addrs, width in self._store_addrs:
+                rel = addrs - lo
+                rel = rel[(rel >= 0) & (rel < n)]
+                for k in range(width):
+                    hit[np.minimum(rel + k, n - 1)] = True
+            out[lo] = hit
+        return out
 
     def _stored_to(self, t) -> bool:
         storage = t.untyped_storage()

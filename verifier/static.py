@@ -17,6 +17,17 @@ Names are resolved before they are judged, so renaming does not hide them:
 `c.synchronize` read as `torch.cuda.synchronize`; `getattr(torch, "compile")`
 reads as `torch.compile`; `from torch import compile` binds `torch.compile`.
 A name built at run time (`getattr(x, "c" + "ompile")`) is rejected as such.
+A module reached as an attribute of another (`torch.os`, `collections._sys`,
+`typing.sys`, `getattr(torch, "os")`) is judged as the module itself.
+
+What is judged is the code that can run inside the verifier: import-time
+statements, class bodies (ModelNew's methods) and the top-level functions they
+can call. The body of `if __name__ == "__main__":` and of helpers only it calls
+never run as module "candidate", so an `import sys, time` that only they use
+binds names nothing reachable reads, and passes. A plain `synchronize()` call
+only waits (the timer brackets its own events) and passes; an
+`os.environ.get("TRITON_...")` with a constant name of the ecosystem's own
+switches passes.
 
 This is the first of several layers (see verifier/integrity.py for the
 run-time ones): it is a list of what must not appear, so it is strict on
@@ -199,6 +210,9 @@ FORBIDDEN_SUBMODULES = {
     "numpy.load": "loads pickled objects",
     "numpy.save": "writes files",
     "numpy.from_dlpack": "copies tensor data to the host to compute there",
+    "torch.utils.cpp_extension.load": "builds native code from files (load_inline with CUDA sources is the way)",
+    "torch.utils.cpp_extension.CppExtension": "builds host C++ (not a kernel)",
+    "torch.utils.cpp_extension.BuildExtension": "builds native code",
 }
 # Attribute names that only matter to a cheat, whatever object they are read from.
 FORBIDDEN_ATTRS = {
@@ -292,6 +306,17 @@ FORBIDDEN_ATTRS = {
     "set_": "swaps a tensor's storage behind the harness's back",
     "from_numpy": "computes on the host (numpy) instead of in a kernel",
     "frombuffer": "computes on the host instead of in a kernel",
+    "from_dlpack": "hands tensor memory to another library (DLPack) to compute on",
+    "to_dlpack": "hands tensor memory to another library (DLPack) to compute on",
+    "__dlpack__": "hands tensor memory to another library (DLPack) to compute on",
+    "__array_struct__": "reaches raw host memory",
+    "memmove": "copies raw memory behind the harness's back (memmove)",
+    "memset": "writes raw memory behind the harness's back (memset)",
+    "from_address": "reaches raw memory by address",
+    "addressof": "reaches raw memory by address",
+    "string_at": "reads raw memory by address",
+    "from_buffer": "reaches raw memory",
+    "from_buffer_copy": "reaches raw memory",
 }
 # Builtins that must not be named at all: called, aliased or passed along, each hides what it reaches.
 FORBIDDEN_NAMES = {
@@ -316,6 +341,28 @@ FORBIDDEN_NAMES = {
     "open": "opens files",
     "memoryview": "reaches raw memory",
 }
+# Imports that are rejected even when the names they bind are never used: importing them is the cheat
+# (kgen's own modules, the task's Model, the candidate's own module reached as a module).
+ALWAYS_FORBIDDEN_IMPORTS = {"verifier", "profiler", "agent", "kgen_task", "candidate"}
+# Module names that, read as an attribute of another module (torch.os, collections._sys, typing.sys),
+# are the module itself under an alias: a way round the import checks. Names that are also ordinary
+# functions or torch's own submodules (torch.select, torch.signal, torch.types, x.code) are left out.
+ALIAS_MODULES = (set(FORBIDDEN_MODULES) - {"select", "code", "trace", "profile", "signal", "types", "resource",
+                                           "platform", "site", "io"}) | {"os", "importlib", "builtins"}
+# Dunder names that make an object readable as an array by numpy or another library: host code that
+# reads a tensor's memory without any torch call the op audit could see.
+ARRAY_PROTOCOLS = {
+    "__array_interface__": "exposes raw host memory to numpy (__array_interface__): host compute",
+    "__array_struct__": "exposes raw host memory to numpy (__array_struct__): host compute",
+    "__array__": "hands tensor data to numpy (__array__): host compute",
+    "__dlpack__": "hands tensor memory to another library (DLPack): compute outside the kernels",
+    "__dlpack_device__": "hands tensor memory to another library (DLPack): compute outside the kernels",
+    "__array_ufunc__": "hooks numpy's ufuncs: host compute",
+    "__array_function__": "hooks numpy's functions: host compute",
+}
+# Environment variables a kernel file may read: the ecosystem's own switches (an LLM-written file checks
+# TRITON_INTERPRET or a TRITON_ debug flag). Anything else may be a secret and is "reads the environment".
+ENV_READ_PREFIXES = ("TRITON_", "CUDA_", "PYTORCH_", "TORCH_")
 # os may be imported for os.path; these are the only parts of it a kernel file has any use for.
 OS_ALLOWED = {"path", "sep", "pathsep", "linesep", "curdir", "pardir", "name", "cpu_count", "fspath", "PathLike"}
 OS_PATH_ALLOWED = {"join", "dirname", "basename", "abspath", "exists", "isfile", "isdir", "splitext", "split",
@@ -338,13 +385,45 @@ def _is_main_guard(node: ast.AST) -> bool:
             and isinstance(test.comparators[0], ast.Constant) and test.comparators[0].value == "__main__")
 
 
+def _names_in(nodes) -> set[str]:
+    return {n.id for node in nodes for n in ast.walk(node) if isinstance(n, ast.Name)}
+
+
+def _unreachable_functions(tree: ast.Module) -> set[int]:
+    """id()s of top-level functions whose bodies nothing that runs in the verifier can call.
+
+    A kernel file's `def benchmark():` (timers, sys.argv) called only from its `__main__` block never
+    runs as module "candidate". A function is reachable when its name appears in reachable code:
+    import-time statements, class bodies (ModelNew's methods), other reachable functions, and every
+    function's decorators, defaults and annotations (those run at import). Flow-insensitive: a name
+    mentioned anywhere reachable counts, which can only keep more code under the checks."""
+    functions = [n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    outside = [n for n in tree.body if n not in functions and not _is_main_guard(n)]
+    outside += [n.orelse for n in tree.body if _is_main_guard(n)]
+    seen = _names_in([x for n in outside for x in (n if isinstance(n, list) else [n])])
+    for f in functions:
+        seen |= _names_in(f.decorator_list + [f.args] + ([f.returns] if f.returns else []))
+    reachable: set[int] = set()
+    grew = True
+    while grew:
+        grew = False
+        for f in functions:
+            if id(f) not in reachable and f.name in seen:
+                reachable.add(id(f))
+                seen |= _names_in(f.body)
+                grew = True
+    return {id(f) for f in functions if id(f) not in reachable}
+
+
 def _walk(tree: ast.Module):
     """Every node that can run when the candidate is imported and called.
 
-    The body of a top-level `if __name__ == "__main__":` block (a kernel file's
-    own check and benchmark) is skipped: it never runs as module "candidate",
-    and `__name__` cannot be reassigned (rejected below).
+    The body of a top-level `if __name__ == "__main__":` block (a kernel file's own check and
+    benchmark) is skipped: it never runs as module "candidate", and `__name__` cannot be reassigned
+    (rejected below). So are the bodies of top-level functions only that block calls
+    (_unreachable_functions); their decorators, defaults and annotations still run at import.
     """
+    unreachable = _unreachable_functions(tree)
     todo = deque(tree.body)
     while todo:
         node = todo.popleft()
@@ -352,6 +431,9 @@ def _walk(tree: ast.Module):
             todo.extend(node.orelse)
             continue
         yield node
+        if id(node) in unreachable:
+            todo.extend(node.decorator_list + [node.args] + ([node.returns] if node.returns else []))
+            continue
         todo.extend(ast.iter_child_nodes(node))
 
 
@@ -390,6 +472,8 @@ class _Names:
         self.alias: dict[str, str] = {}
         self.modules: set[str] = set()   # local names bound by import statements (or to them)
         self.called: set[int] = set()    # id() of the nodes that are the function of a call
+        self.used: set[str] = set()      # names read or bound in code that can run (not the __main__ block)
+        self.env_ok: set[int] = set()    # id() of os.environ nodes that only read an allowed switch
         for node in ast.walk(tree):
             if isinstance(node, ast.Import):
                 for a in node.names:
@@ -464,8 +548,13 @@ def check_source(source: str) -> StaticProblem | None:
 
     names = _Names(tree)
     names.called = {id(n.func) for n in ast.walk(tree) if isinstance(n, ast.Call)}
+    walked = list(_walk(tree))
+    # NOTE: names read or bound anywhere that can run (the __main__ block excluded): an import whose names
+    # never appear here binds a module nothing can reach, so importing it is harmless.
+    names.used = {n.id for n in walked if isinstance(n, ast.Name)}
+    names.env_ok = _allowed_env_reads(walked, names)
     # Judged in source order, so the reason names the first offending line a reader would find.
-    nodes = sorted(enumerate(_walk(tree)),
+    nodes = sorted(enumerate(walked),
                    key=lambda p: (getattr(p[1], "lineno", 0), getattr(p[1], "col_offset", 0), p[0]))
     for _, node in nodes:
         problem = _check_node(node, names)
@@ -482,6 +571,11 @@ def check_source(source: str) -> StaticProblem | None:
     if not triton_kernels and not cuda_builders:
         return StaticProblem("rejected", "no kernel found: define a @triton.jit function, or compile CUDA "
                                          "through cupy.RawModule or torch.utils.cpp_extension.load_inline")
+    for call in walked:
+        if isinstance(call, ast.Call) and names.resolve(call.func).split(".")[-1] == "load_inline" \
+                and not _has_cuda_sources(call):
+            return StaticProblem("rejected", f"line {call.lineno}: builds a C++ extension with no CUDA source "
+                                             f"(load_inline without cuda_sources): host code is not a kernel")
     if triton_kernels and not cuda_builders:
         launched = {
             _root_name(n.func.value) for n in ast.walk(tree)
@@ -494,25 +588,80 @@ def check_source(source: str) -> StaticProblem | None:
     return None
 
 
-def _check_import(node: ast.Import | ast.ImportFrom) -> str | None:
+def _has_cuda_sources(call: ast.Call) -> bool:
+    """load_inline(name, cpp_sources, cuda_sources, ...) given a CUDA source (not None, not empty)."""
+    value = next((k.value for k in call.keywords if k.arg == "cuda_sources"), None)
+    if value is None and len(call.args) >= 3:
+        value = call.args[2]
+    if value is None:
+        return False
+    return not (isinstance(value, ast.Constant) and not value.value) and \
+        not (isinstance(value, (ast.List, ast.Tuple)) and not value.elts)
+
+
+def _allowed_env_reads(walked: list, names: "_Names") -> set[int]:
+    """id()s of the os.environ / os.getenv nodes that only read one of the ecosystem's own switches.
+
+    `os.environ.get("TRITON_INTERPRET")`, `os.getenv("TRITON_DEBUG", "0")`, `os.environ["CUDA_..."]`,
+    `"TRITON_..." in os.environ`: a constant name with an allowed prefix (ENV_READ_PREFIXES)."""
+    def allowed(key: ast.AST) -> bool:
+        return isinstance(key, ast.Constant) and isinstance(key.value, str) and key.value.startswith(ENV_READ_PREFIXES)
+
+    ok: set[int] = set()
+    for node in walked:
+        if isinstance(node, ast.Call) and node.args and allowed(node.args[0]) \
+                and names.resolve(node.func) in ("os.environ.get", "os.getenv"):
+            ok.add(id(node.func))
+            if isinstance(node.func, ast.Attribute):
+                ok.add(id(node.func.value))
+        elif isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load) and allowed(node.slice) \
+                and names.resolve(node.value) == "os.environ":
+            ok.add(id(node.value))
+        elif isinstance(node, ast.Compare) and allowed(node.left) and len(node.ops) == 1 \
+                and isinstance(node.ops[0], (ast.In, ast.NotIn)) and names.resolve(node.comparators[0]) == "os.environ":
+            ok.add(id(node.comparators[0]))
+    return ok
+
+
+def _check_import(node: ast.Import | ast.ImportFrom, names: "_Names") -> str | None:
+    """Why an import is off limits, or None.
+
+    A module whose import only binds a name (sys, time, threading...) is judged by whether that name can
+    be reached from code that runs: an `import sys, time` at the top of a kernel file, used only by its
+    `if __name__ == "__main__":` benchmark, binds names that nothing run by the harness reads."""
     if isinstance(node, ast.ImportFrom) and node.level:
         return "uses a relative import: a candidate is one file"
-    if isinstance(node, ast.Import):
-        full_names = [a.name for a in node.names]
-    else:
-        full_names = [node.module or ""] + [f"{node.module}.{a.name}" for a in node.names]
-    for name in full_names:
-        top = name.split(".")[0]
-        if top in FORBIDDEN_MODULES:
-            return f"imports {name}: {FORBIDDEN_MODULES[top]}"
-        why = _forbidden_dotted(name)
-        if why:
-            return f"imports {name}: {why}"
-    if isinstance(node, ast.ImportFrom) and node.module == "os":
-        bad = [a.name for a in node.names if a.name not in OS_ALLOWED]
-        if bad:
-            return f"imports {', '.join(bad)} from os: reaches the process and file system"
+    used_note = "; it is used outside the file's `if __name__ == \"__main__\":` block"
+    for a in node.names:
+        if isinstance(node, ast.Import):
+            name, local = a.name, a.asname or a.name.split(".")[0]
+            full_names = [name]
+        else:
+            name, local = f"{node.module}.{a.name}", a.asname or a.name
+            full_names = [node.module or "", name]
+        reachable = local in names.used or a.name == "*"
+        for full in full_names:
+            top = full.split(".")[0]
+            if top in ALWAYS_FORBIDDEN_IMPORTS:
+                return f"imports {full}: {FORBIDDEN_MODULES.get(top, 'imports its own module by name')}"
+            if top in FORBIDDEN_MODULES:
+                if reachable:
+                    return f"imports {full}: {FORBIDDEN_MODULES[top]}{used_note}"
+                continue
+            why = _forbidden_dotted(full)
+            if why and (reachable or top != "os"):
+                return f"imports {full}: {why}"
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] not in FORBIDDEN_MODULES \
+                and node.module != "os" and a.name.lstrip("_") in ALIAS_MODULES:
+            return (f"imports {a.name} from {node.module}: the module {a.name.lstrip('_')} under another module's "
+                    f"name ({_alias_why(a.name)})")
     return None
+
+
+def _alias_why(attr: str) -> str:
+    module = attr.lstrip("_")
+    return FORBIDDEN_MODULES.get(module, "reaches the process and file system" if module == "os"
+                                 else "reaches what a direct import of it would")
 
 
 def _forbidden_dotted(full: str) -> str | None:
@@ -536,9 +685,14 @@ def _forbidden_dotted(full: str) -> str | None:
 
 def _check_node(node: ast.AST, names: _Names) -> str | None:
     if isinstance(node, (ast.Import, ast.ImportFrom)):
-        return _check_import(node)
+        return _check_import(node, names)
+
+    if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in ARRAY_PROTOCOLS:
+        return f"names {node.value} in a string: {ARRAY_PROTOCOLS[node.value]}"
 
     if isinstance(node, ast.Name):
+        if node.id in ARRAY_PROTOCOLS:
+            return f"uses {node.id}: {ARRAY_PROTOCOLS[node.id]}"
         if node.id in FORBIDDEN_NAMES:
             return f"uses {node.id}: {FORBIDDEN_NAMES[node.id]}"
         if node.id in ("getattr", "hasattr") and id(node) not in names.called:
@@ -548,10 +702,26 @@ def _check_node(node: ast.AST, names: _Names) -> str | None:
         return None
 
     if isinstance(node, ast.Attribute):
+        if id(node) in names.env_ok:
+            return None
         full = names.resolve(node) if names.is_module_rooted(node) else ""
         if isinstance(node.ctx, (ast.Store, ast.Del)) and names.is_module_rooted(node):
             verb = "assigns" if isinstance(node.ctx, ast.Store) else "deletes"
             return f"{verb} {full or _dotted(node)}: monkey-patches a library the harness relies on"
+        if node.attr in ARRAY_PROTOCOLS:
+            return f"uses .{node.attr}: {ARRAY_PROTOCOLS[node.attr]}"
+        # A module alias anywhere in the chain is the reason a reader needs (torch.os.system: "torch.os").
+        inner = node
+        while isinstance(inner, ast.Attribute):
+            if names.is_module_rooted(inner.value) and inner.attr.lstrip("_") in ALIAS_MODULES:
+                return (f"reaches the module {inner.attr.lstrip('_')} as {_dotted(inner) or inner.attr} "
+                        f"(a module alias): {_alias_why(inner.attr)}")
+            inner = inner.value
+        # NOTE: calling synchronize() only waits (torch.cuda.synchronize(), stream.synchronize()): the timer
+        # brackets its own events and synchronises itself. Naming it any other way (aliasing, assigning,
+        # passing it along) is still rejected below.
+        if node.attr == "synchronize" and id(node) in names.called and isinstance(node.ctx, ast.Load):
+            return None
         if node.attr in FORBIDDEN_ATTRS:
             return f"uses .{node.attr}: {FORBIDDEN_ATTRS[node.attr]}"
         why = _forbidden_dotted(full) if full else None
@@ -568,6 +738,8 @@ def _check_node(node: ast.AST, names: _Names) -> str | None:
             attr = const[1]
             if attr in FORBIDDEN_ATTRS:
                 return f"reaches .{attr} through getattr: {FORBIDDEN_ATTRS[attr]}"
+            if names.is_module_rooted(const[0]) and attr.lstrip("_") in ALIAS_MODULES:
+                return f"reaches the module {attr.lstrip('_')} through getattr (a module alias): {_alias_why(attr)}"
             full = names.resolve(node) if names.is_module_rooted(const[0]) else ""
             why = _forbidden_dotted(full) if full else None
             if why:
@@ -579,4 +751,6 @@ def _check_node(node: ast.AST, names: _Names) -> str | None:
 
     if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name in FORBIDDEN_METHODS:
         return f"defines {node.name}: {FORBIDDEN_METHODS[node.name]}"
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name in ARRAY_PROTOCOLS:
+        return f"defines {node.name}: {ARRAY_PROTOCOLS[node.name]}"
     return None

@@ -74,6 +74,8 @@ def detect_backend(source: str) -> str:
             names.add(node.attr)
         elif isinstance(node, ast.Name):
             names.add(node.id)
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            names.add(node.value)   # getattr(cpp_extension, "load_inline") builds the same extension
     if "load_inline" in names:
         return "load_inline"
     if {"RawModule", "RawKernel", "ElementwiseKernel", "ReductionKernel"} & names:

@@ -63,3 +63,72 @@ def test_alias_detection():
     x = torch.randn(4, 4)
     assert aliases([x.view(16)], [x]) == "input 0"
     assert aliases([x.clone()], [x]) is None
+
+
+# -- the norm-relative bound -----------------------------------------------------------------------
+
+def _wide_softmax(seed: int = 0) -> torch.Tensor:
+    torch.manual_seed(seed)
+    return torch.softmax(torch.randn(64, 8192), dim=-1)
+
+
+def test_half_zeroed_wide_softmax_passes_elementwise_but_fails_the_norm_bound():
+    # At 8192 columns every probability of a negative input is below fp32's atol 1e-4.
+    torch.manual_seed(0)
+    x = torch.randn(64, 8192)
+    ref = torch.softmax(x, dim=-1)
+    cheat = torch.where(x < 0, torch.zeros_like(ref), ref)
+    assert bool(((cheat - ref).abs() <= 1e-4 + 1e-4 * ref.abs()).all())   # the elementwise test alone passes
+    problem = compare_outputs(cheat, ref)
+    assert problem is not None and "norm-relative" in problem.reason, problem
+    assert "are 0 where the reference is not" in problem.feedback
+
+
+def test_constant_output_fails_when_the_reference_is_not_constant():
+    torch.manual_seed(0)
+    ref = torch.softmax(0.1 * torch.randn(64, 8192), dim=-1)   # every element within atol of 1/8192
+    problem = compare_outputs(torch.full_like(ref, 1.0 / 8192), ref)
+    assert problem is not None and "norm-relative" in problem.reason, problem
+    assert "the output is constant" in problem.feedback
+
+
+def test_constant_output_passes_when_the_reference_is_that_constant():
+    ref = torch.full((17, 33), 0.25)
+    assert compare_outputs(ref.clone(), ref) is None
+
+
+def test_fp32_rounding_noise_passes_the_norm_bound():
+    ref = _wide_softmax()
+    torch.manual_seed(1)
+    noisy = ref * (1 + 1e-6 * torch.randn_like(ref))     # ~10 ulps of fp32, far more than honest kernels show
+    assert compare_outputs(noisy, ref) is None
+
+
+def test_one_bf16_rounding_of_an_output_passes_the_bf16_bound():
+    torch.manual_seed(0)
+    exact = torch.randn(67, 391, dtype=torch.float64)
+    ref = exact.to(torch.bfloat16)
+    # what an honest kernel does differently: rounds a value the reference rounded from another order
+    other = (exact * (1 + 2.0 ** -9 * torch.randn_like(exact))).to(torch.bfloat16)
+    assert compare_outputs(other, ref) is None
+
+
+def test_tf32_sized_error_fails_the_fp32_bound():
+    torch.manual_seed(0)
+    ref = torch.randn(67, 45) * 0.05   # small values: 3e-4 relative is below the 1e-4 atol everywhere
+    tf32_like = ref * (1 + 3e-4 * torch.randn_like(ref))
+    problem = compare_outputs(tf32_like, ref)
+    assert problem is not None and "norm-relative" in problem.reason, problem
+
+
+def test_an_all_zero_reference_is_left_to_the_elementwise_test():
+    ref = torch.zeros(5, 7)
+    assert compare_outputs(ref + 1e-6, ref) is None
+
+
+def test_a_task_atol_loosens_the_norm_bound_but_never_past_its_cap():
+    ref = torch.ones(10)
+    assert compare_outputs(ref + 5e-3, ref, atol=1e-2, rtol=0.0) is None
+    half = ref.clone()
+    half[:5] = 0
+    assert compare_outputs(half, ref, atol=2.0, rtol=0.0) is not None   # 0.7 relative: past the 0.05 cap

@@ -1,0 +1,85 @@
+"""Honest kernels written the way LLMs write them pass the whole verifier (status ok on the CPU).
+
+Each file under tests/verifier/candidates/honest/ names its task where its docstring opens
+(`Honest (tasks/<task>.py): `). They carry the habits that used to trip the first layer:
+stray `import os, sys, time, math`, `if __name__ == "__main__":` benchmark blocks with timing code,
+`torch.cuda.synchronize()` in forward under `torch.cuda.is_available()`, `os.environ.get("TRITON_...")`,
+`print` in forward, type hints, helpers, `@triton.autotune`, `torch.empty_like`, `.contiguous()`,
+asserts, a torch cast of a kernel's fp32 output, TF32x3 products. The verifier must call every one
+of them correct; a rejection here is a false positive of the checks, not a bad kernel.
+
+    .venv/bin/python -m pytest tests/verifier/test_honest.py -q      # ~2 min here
+
+KernelBench's own Triton example solution (under /work/shared/kernelbench, when present) passes
+the static checks here; its problem makes CUDA inputs (`.cuda()` in get_inputs), so it is verified
+against that problem on a GPU only (pytest -m gpu).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from verifier.records import VerifyConfig
+from verifier.static import check_source
+from verifier.task import load_task
+from verifier.verify import verify
+
+ROOT = Path(__file__).resolve().parents[2]
+HONEST = Path(__file__).resolve().parent / "candidates" / "honest"
+CPU = VerifyConfig(device="cpu", timeout_s=150)
+FILES = sorted(HONEST.glob("*.py"))
+
+
+def task_of(path: Path) -> Path:
+    match = re.match(r'"""Honest \(tasks/(\w+)\.py\): ', path.read_text())
+    assert match, f"{path.name}: the docstring must start with Honest (tasks/<task>.py): "
+    return ROOT / "tasks" / f"{match.group(1)}.py"
+
+
+def test_the_corpus_covers_eight_tasks_or_more():
+    assert len({task_of(p).stem for p in FILES}) >= 8, [p.name for p in FILES]
+
+
+@pytest.mark.parametrize("path", FILES, ids=lambda p: p.stem)
+def test_honest_kernel_passes_the_static_checks(path):
+    assert check_source(path.read_text()) is None
+
+
+@pytest.mark.parametrize("path", FILES, ids=lambda p: p.stem)
+def test_honest_kernel_is_verified_ok(path):
+    result = verify(load_task(task_of(path)), path.read_text(), CPU)
+    assert result.status == "ok", (result.status, result.reason, result.feedback[-800:])
+    assert result.trials > 0
+
+
+KERNELBENCH_PROMPTS = Path("/work/shared/kernelbench/src/kernelbench/prompts")
+# KernelBench's own Triton example solution and the problem it solves (its few-shot "add" pair).
+KERNELBENCH_TRITON = [("model_ex_add.py", "model_new_ex_add_triton.py")]
+
+
+@pytest.mark.parametrize("problem, solution", KERNELBENCH_TRITON)
+def test_kernelbench_triton_example_passes_the_static_checks(problem, solution):
+    if not (KERNELBENCH_PROMPTS / solution).exists():
+        pytest.skip("KernelBench's prompts are not on this machine")
+    assert check_source((KERNELBENCH_PROMPTS / solution).read_text()) is None
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("problem, solution", KERNELBENCH_TRITON)
+def test_kernelbench_triton_example_is_verified_ok_on_gpu(problem, solution):
+    if not (KERNELBENCH_PROMPTS / solution).exists():
+        pytest.skip("KernelBench's prompts are not on this machine")
+    result = verify(load_task(KERNELBENCH_PROMPTS / problem), (KERNELBENCH_PROMPTS / solution).read_text(),
+                    VerifyConfig(device="cuda", timeout_s=300, baselines=False))
+    assert result.status == "ok", (result.status, result.reason, result.feedback[-800:])
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("path", FILES, ids=lambda p: p.stem)
+def test_honest_kernel_is_verified_ok_on_gpu(path):
+    result = verify(load_task(task_of(path)), path.read_text(),
+                    VerifyConfig(device="cuda", timeout_s=300, baselines=False))
+    assert result.status == "ok", (result.status, result.reason, result.feedback[-800:])
