@@ -51,6 +51,7 @@ import sqlite3
 import time
 from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from contextlib import closing, nullcontext
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, TypedDict
 
@@ -84,7 +85,7 @@ class LoopState(TypedDict, total=False):
     round_size: int              # proposals the last round brought
     pending: list                # this round's proposals (Proposal as dict + "number", "round"), unverified
     history: list                # AttemptSummary dicts, oldest first; failures of the last round keep their source
-    best: dict | None            # the best passing attempt: number, source, median_ms, speedup, sol_pct, note
+    best: dict | None            # BestKernel as a dict: the best passing attempt
     new_best: int | None         # number of the attempt that became best this round, to profile
     diagnosis: dict | None       # Diagnosis.to_dict() of the best kernel
     diagnosis_text: str | None   # Diagnosis.to_text() of the best kernel
@@ -116,6 +117,28 @@ def default_profile_fn(device: str, config: OptimizeConfig) -> ProfileFn | None:
 
 def _analysis(state: LoopState) -> Analysis:
     return Analysis.from_dict(state.get("analysis") or {})
+
+
+@dataclass
+class BestKernel:
+    """The best passing attempt so far, as the state keeps it (JSON there: asdict and from_dict)."""
+
+    number: int                     # the attempt's number
+    source: str | None              # its kernel
+    median_ms: float | None         # its median time, GPU only
+    speedup: float | None           # against the faster baseline, when timed
+    speedups: dict[str, float]      # against each baseline, when timed
+    sol_pct: float | None           # % of speed-of-light, when timed on a GPU with known peaks
+    note: str = ""                  # the proposer's note
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "BestKernel":
+        return cls(**data)
+
+
+def _best(state: LoopState) -> BestKernel | None:
+    data = state.get("best")
+    return BestKernel.from_dict(data) if data else None
 
 
 def _proposal_dict(p: Proposal, number: int, round_: int) -> dict[str, Any]:
@@ -152,13 +175,13 @@ class OptimizeLoop:
         return self._wall_before_s + (time.monotonic() - self._session_t0)
 
     def context(self, state: LoopState, round_: int) -> ProposeContext:
-        best = state.get("best") or {}
+        best = _best(state)
         diagnosis = state.get("diagnosis")
         return ProposeContext(
             task_name=self.task.name, task_source=self.task.source, backend=self.config.backend,
             analysis=_analysis(state), round=round_, n=self.config.candidates,
-            best_source=best.get("source"), best_ms=best.get("median_ms"), best_speedup=best.get("speedup"),
-            best_note=best.get("note", ""),
+            best_source=best.source if best else None, best_ms=best.median_ms if best else None,
+            best_speedup=best.speedup if best else None, best_note=best.note if best else "",
             history=[AttemptSummary(**h) for h in state.get("history", [])],
             diagnosis_text=state.get("diagnosis_text"),
             diagnosis=Diagnosis.from_dict(diagnosis) if diagnosis else None,
@@ -291,27 +314,28 @@ class OptimizeLoop:
                     analysis = analysis.with_baselines({k: t.median_ms for k, t in a.verify.baselines.items()})
                     break
 
-        best = state.get("best")
+        best = _best(state)
         new_best = None
         for a in attempts:
             if a.passed and self._better(a, best):
-                best = {"number": a.number, "source": sources.get(a.number), "median_ms": a.median_ms,
-                        "speedup": a.speedup, "speedups": a.speedups, "sol_pct": a.sol_pct, "note": a.note}
+                best = BestKernel(number=a.number, source=sources.get(a.number), median_ms=a.median_ms,
+                                  speedup=a.speedup, speedups=a.speedups, sol_pct=a.sol_pct, note=a.note)
                 new_best = a.number
         if new_best is not None:
             attempt = next(a for a in attempts if a.number == new_best)
-            record_best(self.store, self.run, attempt, best["source"])
+            record_best(self.store, self.run, attempt, best.source)
             self.emit("best", round=state.get("round", 0), attempt=attempt)
-        return {"pending": [], "history": history, "analysis": analysis.to_dict(), "best": best,
+        return {"pending": [], "history": history, "analysis": analysis.to_dict(),
+                "best": dataclasses.asdict(best) if best else None,
                 "new_best": new_best}
 
-    def _better(self, attempt: Attempt, best: dict | None) -> bool:
+    def _better(self, attempt: Attempt, best: "BestKernel | None") -> bool:
         if best is None:
             return True
-        if attempt.median_ms is None or best.get("median_ms") is None:
+        if attempt.median_ms is None or best.median_ms is None:
             return False   # untimed: no ground to call one correct kernel better than another
         # NOTE: medians of the same kernel differ by about a percent from run to run; a smaller gain is noise
-        return attempt.median_ms < best["median_ms"] * (1.0 - MIN_GAIN)
+        return attempt.median_ms < best.median_ms * (1.0 - MIN_GAIN)
 
     def profile(self, state: LoopState) -> LoopState:
         number = state.get("new_best")
@@ -322,7 +346,7 @@ class OptimizeLoop:
             return {"diagnosis": stored.profile.to_dict(),
                     "diagnosis_text": self.store.attempt_text(self.run.run_id, number, "profile.txt")}
         try:
-            diagnosis = self.profile_fn(self.task, state["best"]["source"])
+            diagnosis = self.profile_fn(self.task, _best(state).source)
         except Exception as exc:  # profiling is advice: the loop goes on without it
             self.emit("warning", round=state.get("round", 0),
                       message=f"profiling attempt {number} failed: {type(exc).__name__}: {exc}")
@@ -336,13 +360,13 @@ class OptimizeLoop:
                   message=text.strip().splitlines()[0] if text.strip() else "")
         return {"diagnosis": diagnosis.to_dict(), "diagnosis_text": text}
 
-    def goal_met(self, best: dict | None) -> str | None:
+    def goal_met(self, best: "BestKernel | None") -> str | None:
         """Why the run's goal is met by the best kernel, or None."""
         if best is None:
             return None
         if not self.timed:
-            return f"attempt {best['number']} is correct; nothing was timed (no GPU)"
-        speedup, sol = best.get("speedup"), best.get("sol_pct")
+            return f"attempt {best.number} is correct; nothing was timed (no GPU)"
+        speedup, sol = best.speedup, best.sol_pct
         if speedup is not None and speedup >= self.config.target:
             return f"target reached: {speedup:.2f}x >= {self.config.target:g}x over the faster baseline"
         if self.config.sol is not None and sol is not None and sol >= self.config.sol:
@@ -359,7 +383,7 @@ class OptimizeLoop:
         self.run.wall_s = wall
         self.run.rounds = round_
 
-        reason = None if cfg.keep_going else self.goal_met(state.get("best"))
+        reason = None if cfg.keep_going else self.goal_met(_best(state))
         if reason is None and round_ >= cfg.max_iters:
             reason = f"{round_} round(s) done (--max-iters {cfg.max_iters})"
         if reason is None and stale >= cfg.patience:
@@ -513,7 +537,7 @@ def _run_loop(task, config: OptimizeConfig, store: Store, run: Run, proposer: Pr
             _finish(store, run, loop, "failed", f"kgen failed: {type(exc).__name__}: {exc}")
             raise
 
-    best = final.get("best")
+    best = _best(final)
     if loop.goal_met(best) is not None:
         status = "succeeded"
     elif best is not None:
