@@ -55,7 +55,8 @@ def test_seeded_candidate_imports_only_torch_and_triton():
         elif isinstance(node, ast.ImportFrom):
             modules.add(node.module)
     assert modules <= {"torch", "torch.nn", "triton", "triton.language", "triton.language.extra"}, modules
-    assert "_inductor" not in source and "compile(" not in source
+    names = {n.attr for n in ast.walk(ast.parse(source)) if isinstance(n, ast.Attribute)}
+    assert "_inductor" not in names and "compile" not in names
 
 
 def test_seeded_candidate_keeps_the_reference_parameter_names():
@@ -138,6 +139,11 @@ def test_two_best_within_the_spread_with_one_timing_each_are_timed_again():
     assert decision.branch is None and decision.retime == ("a", "b")
 
 
+def test_only_the_configuration_short_of_timings_is_timed_again():
+    decision = branch_point({"a": [0.50, 0.51], "b": [0.52]})
+    assert decision.retime == ("b",)
+
+
 def test_a_gap_beyond_the_spread_branches_at_once():
     decision = branch_point({"a": [0.50], "b": [0.60]})
     assert decision.branch == "a" and decision.retime == ()
@@ -202,3 +208,22 @@ def test_a_task_neither_covers_names_both_reasons():
     reason = proposer.exhausted(ctx())
     assert reason.startswith("no template for aten.scaled_dot_product_attention; seed unavailable: inductor used")
     assert reason.endswith("configure an LLM with --model")
+
+
+# -- the LLM prompt's seed section -----------------------------------------------------------------------------
+
+def test_prompt_section_shows_inductors_kernels_to_beat():
+    from agent.proposers.heuristic.inductor_emit import prompt_section
+
+    text = prompt_section((TASKS / "cumsum.py").read_text())
+    assert text.startswith("## What torch.compile generates for this op")
+    assert "tl.cumsum(" in text and "_launch_p1" in text and "must beat this" in text
+
+
+def test_prompt_section_is_left_out_unless_asked_for(monkeypatch):
+    from agent.prompting import _inductor_seed_section
+
+    monkeypatch.delenv("KGEN_INDUCTOR_SEED_PROMPT", raising=False)
+    context = ProposeContext(task_name="cumsum", task_source=(TASKS / "cumsum.py").read_text(), backend="triton",
+                             analysis={}, round=1, n=1)
+    assert _inductor_seed_section(context, 20000) == ""

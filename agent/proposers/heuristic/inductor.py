@@ -39,8 +39,10 @@ from pathlib import Path
 
 # Inductor's configuration for seeding: Triton wherever it can, nothing that the candidate cannot reproduce.
 INDUCTOR_OPTIONS = {
-    "max_autotune_gemm_backends": "TRITON",     # Triton matmul templates, never extern cuBLAS
-    "max_autotune_conv_backends": "TRITON",
+    "max_autotune_gemm_backends": "TRITON",     # Triton matmul templates, never extern cuBLAS (under max-autotune)
+    # NOTE: "TRITON" alone makes a convolution a NoValidChoicesError outside max-autotune; with ATEN it is an
+    # extern convolution, which the seed refuses with that clear reason.
+    "max_autotune_conv_backends": "ATEN,TRITON",
     "triton.cudagraphs": False,                 # the candidate launches kernels itself
     "freezing": False,                          # parameters stay inputs, read from the module
     "fallback_random": False,
@@ -198,9 +200,13 @@ def capture(task, device: str | None = None) -> Seed | SeedUnavailable:
         return _capture(Path(getattr(task, "path", task)), device)
     except _Unseedable as exc:
         return SeedUnavailable(str(exc))
-    except Exception as exc:   # Inductor or the task changed under us: a reason, never a crash of the proposer
-        text = (str(exc).strip().splitlines() or [""])[0][:200]
-        return SeedUnavailable(f"Inductor failed ({type(exc).__name__}: {text})")
+    except Exception as exc:   # Inductor changed under us: a reason, never a crash of the proposer
+        return SeedUnavailable(f"Inductor failed ({_first_line(exc)})")
+
+
+def _first_line(exc: BaseException) -> str:
+    text = (str(exc).strip().splitlines() or [""])[0][:200]
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
 def _capture(path: Path, device: str | None) -> Seed:
@@ -213,36 +219,41 @@ def _capture(path: Path, device: str | None) -> Seed:
     if device is None:
         device = "cuda" if torch.cuda.is_available() else "cpu"
     name = path.stem
-    module = import_task_module(path.resolve(), f"kgen_inductor_{name}")
-    init_values = list(module.get_init_inputs())
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(0)
-        model = module.Model(*init_values).eval()
-        small = list((getattr(module, "get_small_inputs", None) or module.get_inputs)())
-    if not all(isinstance(x, torch.Tensor) for x in small):
-        raise _Unseedable("forward takes non-tensor inputs")
-    with torch.no_grad():
-        reference = model(*small)
-    single = isinstance(reference, torch.Tensor)
-    if not single and not (isinstance(reference, (tuple, list)) and all(isinstance(t, torch.Tensor) for t in reference)):
-        raise _Unseedable("forward returns something other than a tensor or a tuple of tensors")
+    try:    # the task is the user's code: what fails in it is the reason, not "Inductor failed"
+        module = import_task_module(path.resolve(), f"kgen_inductor_{name}")
+        init_values = list(module.get_init_inputs())
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(0)
+            model = module.Model(*init_values).eval()
+    except Exception as exc:
+        raise _Unseedable(f"building the reference raised {_first_line(exc)}") from None
     signature, init_lines = parameter_holders(module.Model, init_values, model)
-
     model = model.to(device)
+
+    # Inputs are fake tensors (shapes and dtypes, no memory): a KernelBench input of several GB costs nothing.
+    shape_sets = [("small", getattr(module, "get_small_inputs", None) or module.get_inputs)]
+    if getattr(module, "get_small_inputs", None) is not None:
+        shape_sets.append(("benchmark", module.get_inputs))
     plans: list[Plan] = []
     graph_inputs: tuple = ()
     forward_args: tuple = ()
-    shape_sets = [("small", small)]
-    if getattr(module, "get_small_inputs", None) is not None:
-        shape_sets.append(("benchmark", None))
-    for label, inputs in shape_sets:
+    single = True
+    for label, make_inputs in shape_sets:
         fake = FakeTensorMode(allow_non_fake_inputs=True)
-        if inputs is None:
-            with fake, torch.random.fork_rng(devices=[]):
-                inputs = list(module.get_inputs())
+        with fake, torch.random.fork_rng(devices=[]):
+            try:
+                inputs = list(make_inputs())
+            except Exception as exc:
+                raise _Unseedable(f"the task's {make_inputs.__name__}() raised {_first_line(exc)}") from None
+            if not all(isinstance(x, torch.Tensor) for x in inputs):
+                raise _Unseedable("forward takes non-tensor inputs")
             inputs = [x.to(device) for x in inputs]
-        else:
-            inputs = [fake.from_tensor(x.to(device)) for x in inputs]
+            with torch.no_grad():
+                reference = model(*inputs)
+        single = isinstance(reference, torch.Tensor)
+        if not single and not (isinstance(reference, (tuple, list))
+                               and all(isinstance(t, torch.Tensor) for t in reference)):
+            raise _Unseedable("forward returns something other than a tensor or a tuple of tensors")
         with torch.no_grad():
             exported = torch.export.export(model, tuple(inputs))
         exported = exported.run_decompositions({})
@@ -435,10 +446,11 @@ class _RenameHelpers(ast.NodeTransformer):
         return node
 
 
-# triton_helpers' max2/min2 reduce through tl.reduce with a NaN-propagating combine function, which the Triton
-# interpreter runs one element at a time in Python (minutes for a 127 x 781 softmax). These are kgen's, not
-# Inductor's: tl.max/tl.min (vectorised in the interpreter, a native reduction on the GPU), then NaN wherever the
-# reduced slice held one, which is what Inductor's combine function gives (torch.amax propagates NaN).
+# triton_helpers' max2/min2 and max/min_with_index reduce through tl.reduce with a NaN-propagating combine
+# function, which the Triton interpreter runs one element at a time in Python (minutes for a 127 x 781
+# softmax). These are kgen's, not Inductor's: tl.max/tl.min (vectorised in the interpreter, a native reduction
+# on the GPU), then NaN wherever the reduced slice held one, which is what Inductor's combine functions give
+# (torch.amax and torch.max propagate NaN).
 VECTORISED_HELPERS = {
     "max2": """@triton.jit
 def ih_max2(a, dim):
@@ -452,6 +464,32 @@ def ih_min2(a, dim):
     if a.dtype.is_floating():
         out = tl.where(tl.max((a != a).to(tl.int8), dim) > 0, float('nan'), out)
     return out""",
+    # (value, index) of the max / min along dim, the lowest index among ties, NaN (at its lowest index) where
+    # the slice holds one: what Inductor's maximum_with_index / minimum_with_index combine to.
+    "max_with_index": """@triton.jit
+def ih_max_with_index(value, index, dim):
+    best = tl.max(value, dim, keep_dims=True)
+    hit = value == best
+    out = tl.max(value, dim)
+    if value.dtype.is_floating():
+        nan = value != value
+        has_nan = tl.max(nan.to(tl.int8), dim, keep_dims=True) > 0
+        hit = tl.where(has_nan, nan, hit)
+        out = tl.where(tl.max(nan.to(tl.int8), dim) > 0, float('nan'), out)
+    first = tl.min(tl.where(hit, index, tl.full(index.shape, 2147483647, index.dtype)), dim)
+    return (out, first)""",
+    "min_with_index": """@triton.jit
+def ih_min_with_index(value, index, dim):
+    best = tl.min(value, dim, keep_dims=True)
+    hit = value == best
+    out = tl.min(value, dim)
+    if value.dtype.is_floating():
+        nan = value != value
+        has_nan = tl.max(nan.to(tl.int8), dim, keep_dims=True) > 0
+        hit = tl.where(has_nan, nan, hit)
+        out = tl.where(tl.max(nan.to(tl.int8), dim) > 0, float('nan'), out)
+    first = tl.min(tl.where(hit, index, tl.full(index.shape, 2147483647, index.dtype)), dim)
+    return (out, first)""",
 }
 
 

@@ -351,3 +351,51 @@ def _model(seed: Seed) -> str:
         f"        return {result}",
         "",
     ])
+
+
+# -- the LLM prompt's seed section -----------------------------------------------------------------------------
+
+PROMPT_SEED_ENV = "KGEN_INDUCTOR_SEED_PROMPT"   # "1": the LLM's first round shows what torch.compile generates
+
+
+def prompt_section(task_source: str, max_chars: int = 8000) -> str:
+    """'This is what torch.compile generates for this op ... beat it', or "" when there is no seed or no room.
+
+    The task's source is written to a temporary file and captured like a task file (Inductor runs, ~10-30 s
+    on a CPU); the section holds the benchmark plan's kernels and their launches, as the seeded candidate has
+    them, so an LLM starts from Inductor's fusion and block sizes instead of from nothing.
+    """
+    import tempfile
+    from pathlib import Path
+
+    from agent.proposers.heuristic.inductor import capture
+
+    with tempfile.TemporaryDirectory(prefix="kgen-seed-") as tmp:
+        path = Path(tmp) / "task.py"
+        path.write_text(task_source)
+        seed = capture(path)
+    if not isinstance(seed, Seed):
+        return ""
+    plan, p = seed.benchmark, len(seed.plans) - 1
+    names = {k.name: f"{k.name}_p{p}" for k in plan.kernels}
+    try:
+        kernels = "\n\n".join(_kernel_source(k, names, p) for k in plan.kernels)
+        launcher = _launcher(seed, plan, p, names, {k.name: KernelChoice() for k in plan.kernels})
+    except _Unseedable:
+        return ""
+    helpers = ", ".join(sorted(seed.helpers)) or "none"
+    text = "\n".join([
+        "## What torch.compile generates for this op",
+        "",
+        f"Inductor (torch {seed.torch_version}) writes these Triton kernels for the benchmark inputs "
+        f"{plan.shapes} (its helper functions, not shown: {helpers}); torch.compile is one of the baselines, "
+        "so a candidate must beat this. Keep what is good in it (the fusion), and change what the analysis "
+        "and the profile say costs time (block sizes, warps, a second pass over memory, the launch count).",
+        "",
+        "```python",
+        kernels,
+        "",
+        launcher.rstrip(),
+        "```",
+    ])
+    return text if len(text) <= max_chars else ""

@@ -7,8 +7,8 @@
 
 On the H200 the same kernel timed in two attempts of one run differed by 5-10%, and the walk
 followed a configuration that was only faster by the noise of one timing. So before branching,
-the two best configurations are timed again when they are closer than SPREAD and either has fewer
-than MIN_TIMINGS timings; then the one with the lower median of its timings is the branch point.
+those of the two best configurations with fewer than MIN_TIMINGS timings are timed again when
+the two are closer than SPREAD; then the one with the lower median of its timings is the branch point.
 Keys are whatever names a configuration (the heuristic proposer uses a note's head,
 `family CONFIG`, without the reason after the colon).
 """
@@ -27,7 +27,7 @@ class Branch:
     """Where the walk goes on from, or what to time again first."""
 
     branch: str | None               # the configuration to branch from; None while re-timing
-    retime: tuple[str, ...] = ()     # configurations to time again before branching, best first
+    retime: tuple[str, ...] = ()     # of the two best, those with too few timings, to time again first
     why: str = ""
 
 
@@ -43,7 +43,7 @@ def branch_point(timings: dict[str, list[float]], spread: float = SPREAD, min_ti
     gap = (second_ms - best_ms) / best_ms if best_ms > 0 else float("inf")
     short = tuple(k for k in (best, second) if len(timings[k]) < min_timings)
     if gap < spread and short:
-        return Branch(branch=None, retime=(best, second),
+        return Branch(branch=None, retime=short,
                       why=f"the two best are {gap * 100:.1f}% apart ({best_ms:.4g} vs {second_ms:.4g} ms), inside "
                           f"the {spread * 100:.0f}% run-to-run spread: timing both again before branching")
     return Branch(branch=best, why=f"best median {best_ms:.4g} ms over {len(timings[best])} timing(s), "
