@@ -176,11 +176,13 @@ def test_on_the_cpu_the_template_comes_first_where_one_exists():
     assert proposal.note.startswith("rowwise ")
 
 
-def test_on_the_cpu_the_seed_comes_first_where_no_template_exists():
-    proposer = HeuristicProposer(TASKS / "cumsum.py")
-    proposer.seeds._seed = seed_of("cumsum")
+@pytest.mark.parametrize("name", ["cumsum", "l2_normalize"])
+def test_on_the_cpu_the_seed_comes_first_where_no_template_exists(name):
+    proposer = HeuristicProposer(TASKS / f"{name}.py")
+    assert not proposer.recognition.supported       # aten.cumsum; F.normalize's aten.expand_as
+    proposer.seeds._seed = seed_of(name)
     [proposal] = proposer.propose(ctx())
-    assert proposal.note.startswith("inductor k0=c0: ")
+    assert proposal.note.startswith("inductor k0=c0: ") and "class ModelNew" in proposal.source
 
 
 def test_on_a_gpu_round_one_holds_both_the_template_and_the_seed():
@@ -227,3 +229,22 @@ def test_prompt_section_is_left_out_unless_asked_for(monkeypatch):
     context = ProposeContext(task_name="cumsum", task_source=(TASKS / "cumsum.py").read_text(), backend="triton",
                              analysis={}, round=1, n=1)
     assert _inductor_seed_section(context, 20000) == ""
+
+
+def test_a_template_launch_passes_its_fixed_grid(tmp_path):
+    # Triton matmul templates (max-autotune on a GPU) launch with a FixedGrid; no CPU run of Inductor makes
+    # one, so the wrapper is a hand-written one of that shape (see the fixture's header)
+    from agent.proposers.heuristic.inductor import Seed as SeedRecord
+
+    plan = read_wrapper((FIXTURES / "fixed_grid_handwritten.py").read_text(), ((5, 7),))
+    assert not isinstance(plan, SeedUnavailable), plan
+    seed = SeedRecord(task_name="double", inputs=(("input", "x"),), forward_args=("x",), single_output=True,
+                      init_signature="", init_lines=(), plans=[plan])
+    source = emit_candidate(seed, SeedConfig())
+    assert "triton_tem_fused_mul_0_p0[1, 1, 1](arg0_1, buf0, num_warps=4, num_stages=2)" in source
+    task_path = tmp_path / "double.py"
+    task_path.write_text("import torch\nclass Model(torch.nn.Module):\n    def forward(self, x):\n"
+                         "        return x * 2.0\ndef get_inputs():\n    return [torch.randn(5, 7)]\n"
+                         "def get_init_inputs():\n    return []\n")
+    result = verify(load_task(task_path), source, VerifyConfig(device="cpu", timeout_s=120))
+    assert result.status == "ok", (result.status, result.reason, result.feedback[-800:])

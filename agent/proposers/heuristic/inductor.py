@@ -54,7 +54,8 @@ H200_PROPERTIES = dict(type="cuda", index=0, multi_processor_count=132, cc=90, m
                        regs_per_multiprocessor=65536, max_threads_per_multi_processor=2048,
                        max_threads_per_block=1024, warp_size=32)
 
-GRID_TYPES = {"Grid1D", "Grid2D", "Grid3D", "CooperativeReductionGrid", "SplitScanGrid"}
+# FixedGrid: a template kernel (Triton matmul) whose launch passes its grid as three trailing arguments
+GRID_TYPES = {"Grid1D", "Grid2D", "Grid3D", "CooperativeReductionGrid", "SplitScanGrid", "FixedGrid"}
 
 
 @dataclass(frozen=True)
@@ -150,6 +151,10 @@ def _inductor_for(device: str):
     import torch.utils._triton as torch_triton
 
     options = dict(INDUCTOR_OPTIONS)
+    if device == "cuda":
+        # matmuls through Inductor's Triton templates, chosen by timing them on this GPU (as max-autotune does);
+        # on the CPU nothing can be timed, and a matmul stays an extern call the seed refuses
+        options["max_autotune_gemm"] = True
     if device == "cpu":
         options["cpu_backend"] = "triton"
         # NOTE: the interpreter runs a tuple reduction (Welford's) one element at a time in Python (minutes for

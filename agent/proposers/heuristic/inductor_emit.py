@@ -14,7 +14,9 @@ computed here from Inductor's grid type), and a ModelNew that holds the referenc
 their names and dispatches on its inputs' shapes.
 
 The walkable knobs are per kernel of the benchmark plan: which of Inductor's configurations
-(the list its autotuner would time), and num_warps / num_stages over it. A note reads
+(the list its autotuner would time: its block sizes), and num_warps / num_stages over it. Block
+sizes outside Inductor's list are not walked on purpose: Inductor drops a mask where every size in
+its list divides the extent (`xmask = tl.full(..., True)`), so another XBLOCK could read past the end. A note reads
 `inductor k0=c0 k1=c2,w8: why`; `parse_seed_note` reads it back so no configuration is proposed twice.
 """
 
@@ -269,13 +271,23 @@ class _Launches(ast.NodeTransformer):
             return node
         kernel = self.kernels[name]
         cfg = resolve(kernel, self.choices[name])
-        values = {}
-        for param, arg in zip(kernel.params, node.args):
-            if isinstance(arg, ast.Constant) and isinstance(arg.value, int):
-                values[param] = arg.value
-        grid = _grid(kernel, cfg, values)
-        launch = ast.parse(f"{self.names[name]}[{grid!r}]()").body[0].value
-        launch.args = list(node.args)
+        args = list(node.args)
+        if kernel.grid_type == "FixedGrid":
+            # a template's launch ends with its grid: run(arg_A, arg_B, out, grid_0, grid_1, grid_2)
+            if len(args) != len(kernel.params) + 3:
+                raise _Unseedable(f"template {name} is launched with {len(args)} arguments, expected "
+                                  f"{len(kernel.params)} and a grid")
+            launch = ast.parse(f"{self.names[name]}[0]()").body[0].value
+            launch.func.slice = ast.Tuple(elts=args[-3:], ctx=ast.Load())
+            launch.args = args[:-3]
+        else:
+            values = {}
+            for param, arg in zip(kernel.params, args):
+                if isinstance(arg, ast.Constant) and isinstance(arg.value, int):
+                    values[param] = arg.value
+            grid = _grid(kernel, cfg, values)
+            launch = ast.parse(f"{self.names[name]}[{grid!r}]()").body[0].value
+            launch.args = args
         missing = [c for c in kernel.constexprs if c not in dict(cfg.kwargs)]
         if missing:
             raise _Unseedable(f"kernel {name}'s constexprs {missing} are in none of Inductor's configurations")
