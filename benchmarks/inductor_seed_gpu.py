@@ -109,10 +109,11 @@ def main() -> int:
     ap.add_argument("--out", type=Path, default=Path("inductor_seed_gpu"))
     ap.add_argument("--reps", type=int, default=50)
     ap.add_argument("--budget-s", type=float, default=330.0, help="start no new task after this many seconds")
+    ap.add_argument("--device", default="cuda", help="cpu: a smoke test of this script under the interpreter")
     args = ap.parse_args()
     for sub in ("candidates", "wrappers"):
         (args.out / sub).mkdir(parents=True, exist_ok=True)
-    config = VerifyConfig(device="cuda", reps=args.reps, timeout_s=300, timing="graph")
+    config = VerifyConfig(device=args.device, reps=args.reps, timeout_s=300, timing="graph")
     rows, start = [], time.time()
     for path in args.tasks:
         if time.time() - start > args.budget_s:

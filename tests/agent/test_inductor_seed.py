@@ -248,3 +248,19 @@ def test_a_template_launch_passes_its_fixed_grid(tmp_path):
                          "def get_init_inputs():\n    return []\n")
     result = verify(load_task(task_path), source, VerifyConfig(device="cpu", timeout_s=120))
     assert result.status == "ok", (result.status, result.reason, result.feedback[-800:])
+
+
+# -- on a GPU: Inductor compiled for CUDA, the candidate verified on the task's own inputs ------------------------
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", ["layernorm", "cumsum", "l2_normalize", "softmax", "matmul"])
+def test_gpu_seeded_candidate_passes_verification_on_the_benchmark_inputs(name):
+    import torch
+
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+    seed = capture(TASKS / f"{name}.py")
+    assert isinstance(seed, Seed) and seed.device == "cuda", seed
+    result = verify(load_task(TASKS / f"{name}.py"), emit_candidate(seed, SeedConfig()),
+                    VerifyConfig(device="cuda", timeout_s=600))
+    assert result.status == "ok", (result.status, result.reason, result.feedback[-800:])
