@@ -1,7 +1,17 @@
 """Inductor-seeded candidates against the heuristic templates, eager and torch.compile, on one GPU.
 
     python3 benchmarks/inductor_seed_gpu.py --out $OUT tasks/layernorm.py tasks/cumsum.py \\
-        /work/shared/kernelbench/KernelBench/level1/23_Softmax.py ...
+        /work/shared/kernelbench/KernelBench/level1/38_L1Norm_.py ...
+
+The twelve problems of the first GPU run (KB: the KernelBench folder on that machine), within
+--budget-s 330 (tasks still waiting then are listed as skipped):
+
+    KB=/work/shared/kernelbench/KernelBench
+    PYTHONPATH=$PWD python3 benchmarks/inductor_seed_gpu.py --out $OUT/inductor_seed --budget-s 330 \\
+        tasks/layernorm.py tasks/l2_normalize.py tasks/cumsum.py tasks/softmax.py tasks/rmsnorm.py \\
+        tasks/matmul.py $KB/level1/35_GroupNorm_.py $KB/level1/37_FrobeniusNorm_.py \\
+        $KB/level1/38_L1Norm_.py $KB/level1/91_cumsum_reverse.py $KB/level1/51_Argmax_over_a_dimension.py \\
+        $KB/level1/9_Tall_skinny_matrix_multiplication_.py
 
 For each task file given (kgen's tasks/ or KernelBench level-1/2 files, used in place, never
 copied): capture the seed (Inductor compiled for the GPU, stopped after code generation), write
