@@ -9,7 +9,10 @@ emits the family's template with the configurations the walk picks
 (configs.py): round 1 a default for the benchmark size, later rounds the moves
 the diagnosis of the best kernel calls for. Each proposal's note names its
 configuration and the reason; notes are how later rounds (and a resumed run)
-know what was tried. A reference no template covers gives no proposals, and
+know what was tried. Beside the templates runs a second track, Inductor's own
+kernels for the task (inductor.py, the seed); seeded.py plans each round over
+both (on the CPU the template first where one exists, the seed where none does;
+on a GPU both in round one). A reference neither covers gives no proposals, and
 `exhausted` says why and what to do instead.
 """
 
@@ -84,16 +87,6 @@ class HeuristicProposer(Proposer):
                 if isinstance(gpu.get(key), int) and gpu[key] > 0:
                     return gpu[key]
         return configs.H200_SMS
-
-    def _choices(self, ctx: ProposeContext) -> list[configs.Choice]:
-        problem = self.recognition.problem
-        n = max(1, ctx.n)
-        tried = self._tried(ctx)
-        best = self._best(ctx)
-        if best is None:
-            return configs.first_round(problem, self._on_gpu(ctx), n, tried)
-        # the diagnosis describes the best kernel; it steers the walk only when that kernel is one of ours
-        return configs.next_round(problem, best, ctx.diagnosis, self._on_gpu(ctx), n, tried, sms=self._sms(ctx))
 
     # -- Proposer --------------------------------------------------------------------------------
 

@@ -21,7 +21,7 @@ from agent.proposers.base import Proposal, ProposeContext
 from agent.proposers.heuristic import configs, retime
 from agent.proposers.heuristic.inductor import Seed, SeedUnavailable, capture
 from agent.proposers.heuristic.inductor_emit import (
-    SEED_FAMILY, SeedChoice, SeedConfig, emit_candidate, launch_key, parse_seed_note, seed_first_round,
+    SEED_FAMILY, SeedChoice, emit_candidate, launch_key, parse_seed_note, seed_first_round,
     seed_next_round,
 )
 from agent.proposers.heuristic.recognise import LLM_HINT
