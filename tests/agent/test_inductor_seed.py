@@ -264,3 +264,16 @@ def test_gpu_seeded_candidate_passes_verification_on_the_benchmark_inputs(name):
     result = verify(load_task(TASKS / f"{name}.py"), emit_candidate(seed, SeedConfig()),
                     VerifyConfig(device="cuda", timeout_s=600))
     assert result.status == "ok", (result.status, result.reason, result.feedback[-800:])
+
+
+def test_configurations_are_read_from_a_torch_whose_cached_autotune_takes_no_autotuner_class(monkeypatch):
+    from torch._inductor.runtime import triton_heuristics
+
+    def older_cached_autotune(size_hints, configs, triton_meta, heuristic_type, filename=None, inductor_meta=None,
+                              custom_kernel=False):
+        raise AssertionError("never called: the seed reads the list before it")
+
+    monkeypatch.setattr(triton_heuristics, "cached_autotune", older_cached_autotune)
+    plan = read_wrapper((FIXTURES / "layernorm_small.py").read_text(), ((67, 5120),))
+    assert not isinstance(plan, SeedUnavailable), plan
+    assert plan.kernels[0].configs and all(c.num_warps > 0 for c in plan.kernels[0].configs)

@@ -404,13 +404,15 @@ def _configs_of(triton_heuristics, heuristic: str, args: list, kwargs: dict, fn:
         raise _Unseedable(f"triton_heuristics.{heuristic} does not exist in this torch")
     original = triton_heuristics.cached_autotune
     params = inspect.signature(original).parameters
-    if "caching_autotuner_cls" not in params:
-        raise _Unseedable("triton_heuristics.cached_autotune takes no caching_autotuner_cls in this torch")
 
     def cached_autotune(*a, **kw):
-        kw["caching_autotuner_cls"] = _Capture
-        kw["debug_autotuner_cls"] = _Capture
-        return original(*a, **kw)
+        if "caching_autotuner_cls" in params:   # Inductor's own filtering of the list, then our stand-in
+            kw["caching_autotuner_cls"] = _Capture
+            kw["debug_autotuner_cls"] = _Capture
+            return original(*a, **kw)
+        # a torch whose cached_autotune takes no autotuner class: the heuristic's list as it was passed
+        captured.extend(kw["configs"] if "configs" in kw else a[1])
+        return lambda fn: fn
 
     class _Fn:   # what the decorator inspects: a function with the kernel's parameters
         pass
