@@ -9,7 +9,10 @@ emits the family's template with the configurations the walk picks
 (configs.py): round 1 a default for the benchmark size, later rounds the moves
 the diagnosis of the best kernel calls for. Each proposal's note names its
 configuration and the reason; notes are how later rounds (and a resumed run)
-know what was tried. A reference no template covers gives no proposals, and
+know what was tried. Beside the templates runs a second track, Inductor's own
+kernels for the task (inductor.py, the seed); seeded.py plans each round over
+both (on the CPU the template first where one exists, the seed where none does;
+on a GPU both in round one). A reference neither covers gives no proposals, and
 `exhausted` says why and what to do instead.
 """
 
@@ -19,9 +22,8 @@ from pathlib import Path
 
 from agent.proposers.base import Proposal, ProposeContext, Proposer
 from agent.proposers.heuristic import configs
-from agent.proposers.heuristic.recognise import LLM_HINT, Recognition, recognise
-
-MAX_FAILED_CONFIGS = 3   # template failures (none passing) after which the template itself is suspect
+from agent.proposers.heuristic.recognise import Recognition, recognise
+from agent.proposers.heuristic.seeded import MAX_FAILED_CONFIGS, SeedTrack, plan_round  # noqa: F401
 
 
 def _emitter(family: str):
@@ -43,6 +45,8 @@ class HeuristicProposer(Proposer):
         """`task` is a verifier Task or the path of a task file."""
         self.task_path = Path(getattr(task, "path", task))
         self._recognition: Recognition | None = None
+        self.seeds = SeedTrack(self.task_path)      # Inductor's kernels for the task, captured on first need
+        self._planned = None
 
     @property
     def recognition(self) -> Recognition:
@@ -79,47 +83,17 @@ class HeuristicProposer(Proposer):
     def _sms(ctx: ProposeContext) -> int:
         return configs.H200_SMS     # NOTE: the analysis names the GPU, not its SM count
 
-    def _choices(self, ctx: ProposeContext) -> list[configs.Choice]:
-        problem = self.recognition.problem
-        n = max(1, ctx.n)
-        tried = self._tried(ctx)
-        best = self._best(ctx)
-        if best is None:
-            return configs.first_round(problem, self._on_gpu(ctx), n, tried)
-        # the diagnosis describes the best kernel; it steers the walk only when that kernel is one of ours
-        return configs.next_round(problem, best, ctx.diagnosis, self._on_gpu(ctx), n, tried, sms=self._sms(ctx))
-
     # -- Proposer --------------------------------------------------------------------------------
 
+    def _plan(self, ctx: ProposeContext):
+        # exhausted() and propose() are asked about the same context in turn: plan the round once
+        key = (id(ctx), ctx.round, len(ctx.history), ctx.best_note)
+        if self._planned is None or self._planned[0] != key:
+            self._planned = (key, plan_round(self, ctx))
+        return self._planned[1]
+
     def exhausted(self, ctx: ProposeContext) -> str | None:
-        rec = self.recognition
-        if not rec.supported:
-            return rec.reason
-        if ctx.backend not in ("triton", "", None):
-            return f"the heuristic proposer writes Triton kernels only; for --backend {ctx.backend} {LLM_HINT}"
-        stop = configs.stop_reason(ctx.diagnosis)
-        if stop:
-            return stop
-        mine = self._mine(ctx)
-        passed = [a for a, _ in mine if a.status == "ok"]
-        if len(mine) >= MAX_FAILED_CONFIGS and not passed:
-            last = mine[-1][0]
-            return (f"the {rec.family} template failed on {len(mine)} configurations "
-                    f"(last: {last.status}: {last.reason}); {LLM_HINT}")
-        if not self._choices(ctx):
-            best = self._best(ctx)
-            around = f" around {configs.describe(best)}" if best is not None else ""
-            return f"every configuration{around} worth trying has been tried ({len(mine)} so far)"
-        return None
+        return self._plan(ctx).reason or None
 
     def propose(self, ctx: ProposeContext) -> list[Proposal]:
-        if self.exhausted(ctx):
-            return []
-        rec = self.recognition
-        emit = _emitter(rec.family)
-        account = rec.describe()
-        return [
-            Proposal(source=emit(rec, choice.config, choice.note), note=choice.note, prompt=account,
-                     response=choice.note)
-            for choice in self._choices(ctx)
-        ]
+        return list(self._plan(ctx).proposals)

@@ -275,6 +275,7 @@ def render_messages(ctx: ProposeContext, budget_chars: int = 24000) -> list[dict
     system = render_system(ctx.backend)
     view = RoundView.of(ctx)
     user = view.render()
+    user += _inductor_seed_section(ctx, budget_chars - len(system) - len(user))
     if len(system) + len(user) > budget_chars:
         # NOTE: the reference's source is never trimmed, so a huge task can still exceed the budget.
         for _ in view.trims():
@@ -282,6 +283,18 @@ def render_messages(ctx: ProposeContext, budget_chars: int = 24000) -> list[dict
             if len(system) + len(user) <= budget_chars:
                 break
     return [{"role": "system", "content": system}, {"role": "user", "content": user}]
+
+
+def _inductor_seed_section(ctx: ProposeContext, room_chars: int) -> str:
+    """Round one, when KGEN_INDUCTOR_SEED_PROMPT=1: Inductor's kernels for the task (where they fit), to beat."""
+    import os
+
+    from agent.proposers.heuristic.inductor_emit import PROMPT_SEED_ENV, prompt_section
+
+    if ctx.round != 1 or os.environ.get(PROMPT_SEED_ENV) != "1" or room_chars <= 0:
+        return ""
+    section = prompt_section(ctx.task_source, max_chars=room_chars - 2)
+    return "\n\n" + section if section else ""
 
 
 def messages_markdown(messages: list[dict]) -> str:

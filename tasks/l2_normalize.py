@@ -1,0 +1,38 @@
+"""L2 normalisation of the rows of a 2-D fp32 tensor through F.normalize, KernelBench style.
+
+Reference: torch.nn.functional.normalize(x, p=2.0, dim=1) (eps 1e-12): x / max(||x||_2, eps) per row.
+torch.export writes it as linalg_vector_norm, clamp_min and expand_as before the division, which
+is why a template that knows norms but not expand_as has nothing to offer.
+Benchmark shape: x 16384 x 4096 fp32. Traffic: 256 MiB read + 256 MiB written = 0.54 GB,
+~0.13 ms at 4 TB/s.
+Small shape: 67 x 781 (odd), with one row scaled by 1e-20 so that the eps clamp is exercised.
+"""
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+rows, cols = 16384, 4096            # benchmark shape
+small_rows, small_cols = 67, 781    # interpreter shape, odd on purpose
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.normalize(x, p=2.0, dim=1)
+
+
+def get_inputs():
+    return [torch.randn(rows, cols)]
+
+
+def get_init_inputs():
+    return []
+
+
+def get_small_inputs():
+    x = torch.randn(small_rows, small_cols)
+    x[5] *= 1e-20                   # a norm below eps: the clamp, not the norm, divides this row
+    return [x]
