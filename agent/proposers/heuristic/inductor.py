@@ -202,7 +202,7 @@ def _generate(exported, example_inputs, device: str) -> str:
 def capture(task, device: str | None = None) -> Seed | SeedUnavailable:
     """Compile the task's reference with Inductor and keep its kernels and launches; never raises."""
     try:
-        return _capture(Path(getattr(task, "path", task)), device)
+        return _capture(Path(getattr(task, "path", task)), device, getattr(task, "small_overrides", None))
     except _Unseedable as exc:
         return SeedUnavailable(str(exc))
     except Exception as exc:   # Inductor changed under us: a reason, never a crash of the proposer
@@ -214,7 +214,7 @@ def _first_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
-def _capture(path: Path, device: str | None) -> Seed:
+def _capture(path: Path, device: str | None, small_overrides: dict | None = None) -> Seed:
     import torch
     from torch._subclasses.fake_tensor import FakeTensorMode
 
@@ -225,7 +225,11 @@ def _capture(path: Path, device: str | None) -> Seed:
         device = "cuda" if torch.cuda.is_available() else "cpu"
     name = path.stem
     try:    # the task is the user's code: what fails in it is the reason, not "Inductor failed"
-        module = import_task_module(path.resolve(), f"kgen_inductor_{name}")
+        # NOTE: for the CPU as the CPU check imports it (verifier.shapes' derived sizes, device-neutral): a
+        # KernelBench-size task compiled at full size would build GBs in kgen's own process
+        on_cpu = device == "cpu"
+        module = import_task_module(path.resolve(), f"kgen_inductor_{name}",
+                                    overrides=small_overrides if on_cpu else None, device="cpu" if on_cpu else None)
         init_values = list(module.get_init_inputs())
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(0)

@@ -43,15 +43,16 @@ class HeuristicProposer(Proposer):
 
     def __init__(self, task) -> None:
         """`task` is a verifier Task or the path of a task file."""
+        self.task = task                            # a Task (its CPU check's small sizes too) or a path
         self.task_path = Path(getattr(task, "path", task))
         self._recognition: Recognition | None = None
-        self.seeds = SeedTrack(self.task_path)      # Inductor's kernels for the task, captured on first need
+        self.seeds = SeedTrack(task)      # Inductor's kernels for the task, captured on first need
         self._planned = None
 
     @property
     def recognition(self) -> Recognition:
         if self._recognition is None:
-            self._recognition = recognise(self.task_path)
+            self._recognition = recognise(self.task)
         return self._recognition
 
     # -- what the run so far says ----------------------------------------------------------------

@@ -130,7 +130,12 @@ def recognise(task) -> Recognition:
     name = path.stem
     # the task is the user's code: whatever fails in it is a reason to give, not a crash of kgen
     try:
-        module = import_task_module(path.resolve(), f"kgen_heuristic_{name}")
+        # NOTE: as the CPU check imports it (verifier.shapes): with the derived small sizes, device-neutral;
+        # a KernelBench-size task traced at full size would build GBs of inputs in kgen's own process
+        overrides = getattr(task, "small_overrides", None)
+        on_cpu = not torch.cuda.is_available()
+        module = import_task_module(path.resolve(), f"kgen_heuristic_{name}", overrides=overrides if on_cpu else None,
+                                    device="cpu" if on_cpu else None)
         init_values = list(module.get_init_inputs())
         make_inputs = getattr(module, "get_small_inputs", None) or module.get_inputs
         with torch.random.fork_rng(devices=[]):   # seeded for repeatability, leaving the caller's RNG as it was

@@ -38,14 +38,14 @@ class RoundPlan:
 class SeedTrack:
     """The task's Inductor seed, captured once, on first need (Inductor takes ~10-30 s on a CPU)."""
 
-    def __init__(self, task_path) -> None:
-        self.task_path = task_path
+    def __init__(self, task) -> None:
+        self.task = task                # a Task or a task file's path
         self._seed: Seed | SeedUnavailable | None = None
 
     @property
     def seed(self) -> Seed | SeedUnavailable:
         if self._seed is None:
-            self._seed = capture(self.task_path)
+            self._seed = capture(self.task)
         return self._seed
 
     @property
