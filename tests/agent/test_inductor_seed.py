@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from agent.analysis import Analysis
 from agent.proposers.base import AttemptSummary, ProposeContext
 from agent.proposers.heuristic import HeuristicProposer
 from agent.proposers.heuristic.inductor import Seed, SeedUnavailable, capture, read_wrapper
@@ -115,8 +116,10 @@ def test_seed_notes_read_back_into_their_configuration():
 
 def test_seed_walk_answers_long_scoreboard_stalls_with_deeper_pipelining():
     seed = seed_of("layernorm")
-    diagnosis = {"bound": "memory", "mem_sol_pct": 50.0,
-                 "top_stalls": [{"reason": "stall_long_scoreboard", "share": 60.0}]}
+    from profiler.records import Diagnosis, Stall
+
+    diagnosis = Diagnosis(bound="memory", source="ncu", mem_sol_pct=50.0,
+                          top_stalls=[Stall(reason="stall_long_scoreboard", ratio=1.2, share=0.6, fix="")])
     [move] = seed_next_round(seed, SeedConfig(), diagnosis, n=1, tried=set())
     assert move.config.choice(0).num_stages == seed.benchmark.kernels[0].configs[0].num_stages + 1
     assert "long-scoreboard" in move.note
@@ -166,8 +169,8 @@ def test_timings_group_by_configuration_and_skip_failures():
 # -- the proposer ----------------------------------------------------------------------------------------------
 
 def ctx(gpu=False, n=1, history=(), best_note="", round_=1):
-    return ProposeContext(task_name="t", task_source="", backend="triton", analysis={"gpu": {"name": "H200"}} if gpu
-                          else {}, round=round_, n=n, history=list(history), best_note=best_note)
+    return ProposeContext(task_name="t", task_source="", backend="triton", analysis=Analysis(gpu="NVIDIA H200") if gpu
+                          else Analysis(), round=round_, n=n, history=list(history), best_note=best_note)
 
 
 def test_on_the_cpu_the_template_comes_first_where_one_exists():
@@ -223,11 +226,11 @@ def test_prompt_section_shows_inductors_kernels_to_beat():
 
 
 def test_prompt_section_is_left_out_unless_asked_for(monkeypatch):
-    from agent.prompting import _inductor_seed_section
+    from agent.proposers.openai.prompting import _inductor_seed_section
 
     monkeypatch.delenv("KGEN_INDUCTOR_SEED_PROMPT", raising=False)
     context = ProposeContext(task_name="cumsum", task_source=(TASKS / "cumsum.py").read_text(), backend="triton",
-                             analysis={}, round=1, n=1)
+                             analysis=Analysis(), round=1, n=1)
     assert _inductor_seed_section(context, 20000) == ""
 
 
