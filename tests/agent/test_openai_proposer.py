@@ -15,7 +15,8 @@ from agent.proposers.openai import OpenAIConfig, OpenAIProposer
 TASK_SOURCE = "import torch.nn as nn\n\n\nclass Model(nn.Module):\n    def forward(self, x):\n        return x.relu()\n"
 CANDIDATE = "import torch\n\n\nclass ModelNew(torch.nn.Module):\n    pass\n"
 REPLY = f"A Triton ReLU:\n\n```python\n{CANDIDATE}```\n"
-PRICES = Prices({"scripted-model": Price(input_per_mtok=2.0, output_per_mtok=8.0)})
+# as a user's KGEN_PRICES file gives it: a local endpoint is billed only at the user's own prices
+PRICES = Prices({"scripted-model": Price(input_per_mtok=2.0, output_per_mtok=8.0)}, own=frozenset({"scripted-model"}))
 
 
 def context(n: int = 1, **overrides) -> ProposeContext:
@@ -206,10 +207,20 @@ def test_key_goes_in_the_authorization_header_only(api_key, openai_server):
     assert api_key not in repr(proposer) + repr(proposer.config) + repr(vars(proposer))
 
 
-def test_missing_key_is_refused_up_front(monkeypatch):
+def test_missing_key_is_refused_up_front_for_openais_endpoint(monkeypatch):
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
     with pytest.raises(ProposerError, match="OPENAI_API_KEY"):
-        OpenAIProposer(OpenAIConfig(model="m", base_url="http://127.0.0.1:9/v1"))
+        OpenAIProposer(OpenAIConfig(model="gpt-4.1"))
+
+
+def test_a_local_server_needs_no_key(openai_server, monkeypatch):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    server = openai_server([REPLY])
+    proposer = OpenAIProposer(OpenAIConfig(model="m", base_url=server.base_url))
+    [proposal] = proposer.propose(context())
+    assert proposal.source
+    assert server.requests[0].authorization == "Bearer no-key"
 
 
 def test_a_missing_piece_of_the_http_stack_is_refused_up_front(api_key, monkeypatch):
@@ -236,3 +247,15 @@ def test_exhausted_script_is_a_clear_server_error(api_key, openai_server):
     server = openai_server([])
     with pytest.raises(ProposerError, match="script exhausted"):
         proposer_for(server, max_retries=0).propose(context())
+
+
+def test_a_local_model_named_like_an_openai_one_is_not_billed_at_openais_rate(api_key, openai_server):
+    from agent.proposers.openai.pricing import load_prices
+
+    usage = {"prompt_tokens": 1000, "completion_tokens": 300}
+    server = openai_server([{"reply": REPLY, "usage": usage}])
+    proposer = OpenAIProposer(OpenAIConfig(model="gpt-4.1", base_url=server.base_url, prices=load_prices()))
+    [proposal] = proposer.propose(context())
+    assert proposal.cost_usd == 0.0 and "unknown price" in proposal.note
+    official = OpenAIProposer(OpenAIConfig(model="gpt-4.1", prices=load_prices()))
+    assert official.price is not None and official.price.input_per_mtok > 0

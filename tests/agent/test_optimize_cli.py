@@ -110,6 +110,7 @@ def test_unknown_run_to_resume_is_a_usage_error(results, capsys):
 
 def test_llm_without_a_key_says_what_to_set(task_path, results, monkeypatch, capsys):
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
     assert main(["optimize", str(task_path), "--proposer", "openai", "--model", "m", "--device", "cpu"]) == 2
     assert "OPENAI_API_KEY" in capsys.readouterr().err
     assert Store(results).list_runs() == []

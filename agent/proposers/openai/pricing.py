@@ -65,6 +65,14 @@ class Prices:
     """A price table: model name to `Price`."""
 
     table: Mapping[str, Price]
+    own: frozenset[str] = frozenset()   # the names the user's own price file (KGEN_PRICES) set
+
+    def for_endpoint(self, official: bool) -> "Prices":
+        """The prices that apply at an endpoint: all of them at OpenAI's own, only the user's elsewhere (a
+        local "gpt-4.1"-named model, or one a provider prefixes, is not billed at OpenAI's rate)."""
+        if official:
+            return self
+        return Prices({name: price for name, price in self.table.items() if name in self.own}, self.own)
 
     def lookup(self, model: str) -> Price | None:
         """The model's price: exact name, then without a provider prefix or snapshot date; else None."""
@@ -105,9 +113,9 @@ def load_prices(path: str | Path | None = None) -> Prices:
     """The built-in table, overridden by `path`, or by the file KGEN_PRICES names."""
     path = path or os.environ.get(PRICES_ENV)
     table = dict(DEFAULT_PRICES)
-    if path:
-        table.update(read_price_file(path))
-    return Prices(table)
+    own: dict[str, Price] = read_price_file(path) if path else {}
+    table.update(own)
+    return Prices(table, frozenset(own))
 
 
 if __name__ == "__main__":

@@ -80,12 +80,18 @@ class _NRejected(Exception):
     """The endpoint refused n > 1; the caller fetches samples one by one."""
 
 
-def _api_key() -> str:
+NO_KEY = "no-key"   # sent to an endpoint other than OpenAI's when no key is set: local servers check none
+
+
+def _api_key(base_url: str = DEFAULT_BASE_URL) -> str:
+    """The key from the environment; OpenAI's own endpoint needs one, a local server (vLLM, Ollama) does not."""
     key = os.environ.get(API_KEY_ENV, "")
     if not key:
+        if base_url.rstrip("/") != DEFAULT_BASE_URL:
+            return NO_KEY
         raise ProposerError(
-            f"{API_KEY_ENV} is not set: export it before running the LLM proposer "
-            "(any non-empty value for a local server that checks no key, such as vLLM without --api-key)"
+            f"{API_KEY_ENV} is not set: export it before running the LLM proposer on OpenAI's endpoint "
+            "(a local server given with --base-url or OPENAI_BASE_URL needs none)"
         )
     return key
 
@@ -152,9 +158,9 @@ class OpenAIProposer(Proposer):
             import openai
         except ImportError:
             raise ProposerError("the LLM proposer needs the openai package: pip install 'openai>=1.40'") from None
-        _api_key()  # fail before the first round, not in the middle of a run
         self.config = config
         self.base_url = config.resolved_base_url
+        _api_key(self.base_url)  # fail before the first round, not in the middle of a run
         try:
             # The client's HTTP stack is imported when a client is made (no request is sent): a missing
             # piece of it (seen: truststore, under httpx) fails here, before the run starts.
@@ -162,7 +168,9 @@ class OpenAIProposer(Proposer):
         except ImportError as exc:
             raise ProposerError(f"the openai client cannot load its HTTP stack ({exc}): install kgen's "
                                 "dependencies (pip install -e .), or carry that package's wheel") from None
-        self.price = config.prices.lookup(config.model)
+        # NOTE: OpenAI's table prices OpenAI's endpoint only; elsewhere only what KGEN_PRICES names costs anything
+        self.prices = config.prices.for_endpoint(self.base_url.rstrip("/") == DEFAULT_BASE_URL)
+        self.price = self.prices.lookup(config.model)
         # Running totals over every request this proposer made, retries included.
         self.requests = 0
         self.prompt_tokens = 0
@@ -189,7 +197,7 @@ class OpenAIProposer(Proposer):
         prompt = messages_markdown(messages)
         wanted = max(ctx.n, 1)
         with openai.OpenAI(
-            api_key=_api_key(), base_url=self.base_url, timeout=self.config.timeout_s, max_retries=0
+            api_key=_api_key(self.base_url), base_url=self.base_url, timeout=self.config.timeout_s, max_retries=0
         ) as client:
             proposals: list[Proposal] = []
             if wanted > 1 and self._n_supported:
@@ -230,7 +238,7 @@ class OpenAIProposer(Proposer):
                 response=text,
                 prompt_tokens=prompt_tokens,
                 completion_tokens=completion_tokens,
-                cost_usd=self.config.prices.cost_usd(self.config.model, prompt_tokens, completion_tokens),
+                cost_usd=self.prices.cost_usd(self.config.model, prompt_tokens, completion_tokens),
             ))
         return proposals
 
@@ -305,7 +313,7 @@ class OpenAIProposer(Proposer):
         with self._lock:
             self.prompt_tokens += prompt_tokens
             self.completion_tokens += completion_tokens
-            self.cost_usd += self.config.prices.cost_usd(self.config.model, prompt_tokens, completion_tokens)
+            self.cost_usd += self.prices.cost_usd(self.config.model, prompt_tokens, completion_tokens)
         replies = [(choice.message.content or "", choice.finish_reason or "") for choice in response.choices or []]
         return Completion(replies, prompt_tokens, completion_tokens, usage_reported=usage is not None)
 
