@@ -55,11 +55,16 @@ class FastP:
         return f"{100 * self.value:.1f}% ({self.count}/{self.total})"
 
 
-def fast_p(outcomes: Sequence[Outcome], p: float) -> FastP:
-    """Share of all tasks that are correct and strictly more than p x faster (p = 0: correct)."""
+def fast_p(outcomes: Sequence[Outcome], p: float, *, timeable: bool = True) -> FastP:
+    """Share of all tasks that are correct and strictly more than p x faster (p = 0: correct).
+
+    timeable=False (no GPU where the tasks ran): nothing could be timed, so for p > 0 the share is not
+    known, and n/a, however many tasks are correct (none, on a board interrupted at its first task)."""
     if p < 0:
         raise ValueError(f"fast_p needs p >= 0, got {p}")
     total = len(outcomes)
+    if p > 0 and not timeable and total:
+        return FastP(p, None, None, total, "no GPU: nothing is timed")
     if total == 0:
         return FastP(p, None, None, 0, "no tasks")
     correct = [o for o in outcomes if o.correct]
@@ -73,8 +78,9 @@ def fast_p(outcomes: Sequence[Outcome], p: float) -> FastP:
     return FastP(p, count / total, count, total)
 
 
-def fast_table(outcomes: Sequence[Outcome], thresholds: Iterable[float] = THRESHOLDS) -> list[FastP]:
-    return [fast_p(outcomes, p) for p in thresholds]
+def fast_table(outcomes: Sequence[Outcome], thresholds: Iterable[float] = THRESHOLDS, *,
+               timeable: bool = True) -> list[FastP]:
+    return [fast_p(outcomes, p, timeable=timeable) for p in thresholds]
 
 
 def geomean(values: Iterable[float]) -> float | None:

@@ -159,7 +159,8 @@ class Leaderboard:
 
 def summarize(rows: list[Row], device: str = "") -> Summary:
     """fast_p against eager and torch.compile, the geometric means, the totals, and what they rest on."""
-    fast = {b: fast_table([r.outcome(b) for r in rows]) for b in BASELINES}
+    timeable = device not in ("cpu",)   # "" (unknown) keeps what the rows say
+    fast = {b: fast_table([r.outcome(b) for r in rows], timeable=timeable) for b in BASELINES}
     means = {b: geomean_speedup([r.outcome(b) for r in rows]) for b in BASELINES}
     correct = sum(r.correct for r in rows)
     timed = sum(r.correct and r.timed for r in rows)

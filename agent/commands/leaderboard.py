@@ -224,8 +224,9 @@ class _Progress:
         from agent.fastp import fast_p
 
         outcomes = [r.outcome("eager") for r in self.rows]
-        f1 = fast_p(outcomes, 1.0) if outcomes else None
-        f1c = fast_p([r.outcome("compile") for r in self.rows], 1.0) if outcomes else None
+        timeable = self.board.device != "cpu"
+        f1 = fast_p(outcomes, 1.0, timeable=timeable) if outcomes else None
+        f1c = fast_p([r.outcome("compile") for r in self.rows], 1.0, timeable=timeable) if outcomes else None
         text = f"passing {self.passing}/{self.done}"
         if f1 is not None:
             text += f"  fast_1 so far: eager {f1.text()}, compile {f1c.text()}"

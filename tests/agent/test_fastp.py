@@ -104,3 +104,22 @@ def test_board_summary_on_a_cpu_reports_na_with_a_note():
     assert all(f.value is None for f in summary.fast["eager"][1:])
     assert summary.geomean["eager"] is None
     assert any("nothing was timed" in n for n in summary.notes)
+
+
+def test_where_nothing_can_be_timed_fast_p_above_0_is_na_even_with_no_correct_task():
+    from agent.fastp import Outcome, fast_p
+
+    failed = [Outcome(False, None), Outcome(False, None)]      # an interrupted CPU board: nothing correct yet
+    assert fast_p(failed, 1.0).text() == "0.0% (0/2)"           # on a GPU that is a true 0
+    na = fast_p(failed, 1.0, timeable=False)
+    assert na.value is None and na.text() == "n/a" and "no GPU" in na.note
+    assert fast_p(failed, 0, timeable=False).value == 0.0      # fast_0 (correct) needs no timing
+
+
+def test_a_cpu_boards_summary_never_says_0_percent_for_p_above_0():
+    from agent.board.records import Row, summarize
+
+    rows = [Row(task="a", task_path="a.py", status="pending"), Row(task="b", task_path="b.py", status="interrupted")]
+    summary = summarize(rows, device="cpu")
+    for per_baseline in summary.fast.values():
+        assert [f.text() for f in per_baseline if f.p > 0] == ["n/a"] * len([f for f in per_baseline if f.p > 0])
