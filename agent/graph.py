@@ -46,6 +46,7 @@ work (profiling, proposing) and never a timing; closed however the loop ends.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import os
 import sqlite3
 import time
@@ -274,6 +275,7 @@ class OptimizeLoop:
                 todo.append(p)
 
         sol_ms = _analysis(state).sol_ms
+        todo, repeats = self._repeats(todo)
         # NOTE: on a GPU candidates are verified one at a time: two timings at once would both be wrong.
         workers = 1 if self.timed else min(len(todo), os.cpu_count() or 1)
         if workers <= 1:
@@ -294,8 +296,37 @@ class OptimizeLoop:
                 # NOTE: on Ctrl-C, do not wait here for queued candidates; running ones end by their timeout.
                 pool.shutdown(wait=False, cancel_futures=True)
 
-        attempts = [done[p["number"]] for p in state.get("pending", [])]
+        for p, earlier, result in repeats:   # the same source as an attempt verified before: its verdict again
+            result = result or done[earlier].verify
+            if result is None:
+                continue
+            again = VerifyResult.from_dict(result.to_dict())
+            again.flags = [*again.flags, f"the same source as attempt {earlier}: its verdict, not verified again"]
+            done[p["number"]] = self._store_attempt(p, self._attempt(p, again, utc_now(), sol_ms))
+        attempts = [done[p["number"]] for p in state.get("pending", []) if p["number"] in done]
         return self._after_round(state, attempts)
+
+    def _repeats(self, todo: list[dict[str, Any]]):
+        """(the proposals to verify, [(a proposal, the attempt it repeats, that attempt's verdict or None)]).
+
+        An LLM that sends back a kernel it already sent learns nothing from a second verification (and pays for
+        none); the heuristic proposer re-times a kernel on purpose (its walk's re-timing), so it is left alone."""
+        if self.run.proposer != "openai" or not todo:
+            return todo, []
+        seen: dict[str, tuple[int, VerifyResult | None]] = {}
+        for a in self.store.load_attempts(self.run.run_id):
+            text = self.store.attempt_text(self.run.run_id, a.number, "kernel.py")
+            if text is not None and a.verify is not None:
+                seen.setdefault(_digest(text), (a.number, a.verify))
+        fresh, repeats = [], []
+        for p in todo:
+            key = _digest(p["source"])
+            if key in seen:
+                repeats.append((p, *seen[key]))
+            else:
+                seen[key] = (p["number"], None)   # verified in this round: its verdict once it is known
+                fresh.append(p)
+        return fresh, repeats
 
     def _after_round(self, state: LoopState, attempts: list[Attempt]) -> LoopState:
         """Fold a verified round into the state: history, best, baselines."""
@@ -409,6 +440,12 @@ class OptimizeLoop:
 
 
 # ---- one run, start to end --------------------------------------------------------------------
+
+
+def _digest(source: str) -> str:
+    """A kernel source's identity: the same text, ignoring trailing whitespace and blank lines at the ends."""
+    text = "\n".join(line.rstrip() for line in source.strip().splitlines())
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def _checkpointer(store: Store):

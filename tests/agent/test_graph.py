@@ -395,3 +395,22 @@ def test_an_injected_verify_fn_gets_no_pool(tmp_path, task_path, api_key, openai
     server = openai_server([reply(GOOD)])
     run = optimize(task_path, make_config(tmp_path), proposer=make_proposer(server), verify_fn=verify)
     assert run.status == "succeeded" and pools == []
+
+
+def test_an_llm_kernel_sent_again_is_not_verified_again(tmp_path, task_path, api_key, openai_server):
+    server = openai_server([reply(MISMATCH), reply(MISMATCH + "\n\n"), reply(GOOD)])
+    config = make_config(tmp_path)
+    verified = []
+
+    def counting_verify(task, source, cfg):
+        from verifier.verify import verify
+
+        verified.append(source)
+        return verify(task, source, cfg)
+
+    run = optimize(task_path, config, proposer=make_proposer(server), verify_fn=counting_verify)
+    attempts = Store(config.results_dir).load_attempts(run.run_id)
+    assert [a.status for a in attempts] == ["mismatch", "mismatch", "ok"]
+    assert len(verified) == 2                                   # attempt 2 repeats attempt 1 (trailing blank lines)
+    assert any("the same source as attempt 1" in f for f in attempts[1].verify.flags)
+    assert run.status == "succeeded"
