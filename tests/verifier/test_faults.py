@@ -203,19 +203,20 @@ def test_sandbox_kills_a_thread_flood_beyond_the_thread_cap(tmp_path):
     assert res.wall_s < 30
 
 
-@pytest.mark.parametrize("content, words", [
-    (b"\xff\xfe\x00\x81 not text \x00\x9c", "not valid Python"),
-    (b"", "empty"),
-    (b"class ModelNew(:\n    pass\n", "not valid Python"),
+@pytest.mark.parametrize("content, code, words", [
+    # not text at all: the file given is not a kernel file, a usage error naming the byte (exit 2)
+    (b"\xff\xfe\x00\x81 not text \x00\x9c", 2, "not UTF-8 text (byte 0xff at offset 0)"),
+    (b"", 1, "empty"),
+    (b"class ModelNew(:\n    pass\n", 1, "not valid Python"),
 ])
-def test_kgen_verify_gives_a_verdict_for_unreadable_candidates(tmp_path, content, words):
+def test_kgen_verify_gives_a_verdict_for_unreadable_candidates(tmp_path, content, code, words):
     kernel = tmp_path / "kernel.py"
     kernel.write_bytes(content)
     done = subprocess.run([sys.executable, "-m", "agent", "verify", str(SOFTMAX), str(kernel), "--device", "cpu"],
                           capture_output=True, text=True, cwd=ROOT, timeout=120)
-    assert done.returncode == 1, (done.stdout, done.stderr[-1500:])
+    assert done.returncode == code, (done.stdout, done.stderr[-1500:])
     assert "Traceback" not in done.stderr + done.stdout
-    assert words in done.stdout
+    assert words in (done.stdout if code == 1 else done.stderr)
 
 
 @pytest.mark.gpu
