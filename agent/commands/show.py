@@ -163,13 +163,37 @@ def _cut(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[:limit - 1] + "…"
 
 
+class _Unpadded:
+    """A text stream that drops the spaces rich pads a line with: piped output ends where its text does."""
+
+    encoding = "utf-8"
+
+    def __init__(self, out):
+        self.out, self._partial = out, ""
+
+    def write(self, text: str) -> int:
+        *lines, self._partial = (self._partial + text).split("\n")
+        for line in lines:
+            self.out.write(line.rstrip() + "\n")
+        return len(text)
+
+    def flush(self) -> None:
+        if self._partial:
+            self.out.write(self._partial.rstrip())
+            self._partial = ""
+        self.out.flush()
+
+    def isatty(self) -> bool:
+        return False
+
+
 def make_console():
-    """Rich output to stdout: the terminal's width, or a wide page when piped (tables stay whole)."""
+    """Rich output to stdout: the terminal's width, or a wide page when piped (tables stay whole, no padding)."""
     from rich.console import Console
 
     console = Console(file=sys.stdout)
     if not console.is_terminal:
-        console = Console(file=sys.stdout, width=PIPE_WIDTH)
+        console = Console(file=_Unpadded(sys.stdout), width=PIPE_WIDTH)
     return console
 
 
@@ -182,18 +206,29 @@ def _status(text: str):
 # ---- views ---------------------------------------------------------------------------------------
 
 
-def runs_table(runs, title: str):
+NARROW = 120   # columns below which a runs table keeps its key columns only (run, task, status, best, attempts)
+
+
+def runs_table(runs, title: str, width: int | None = None):
+    """Runs as a table; on a terminal narrower than NARROW the proposer and device columns give way to the key ones
+    (an 80-column terminal used to squeeze task and best to nothing) and the start time is shortened."""
     from rich.table import Table
 
+    narrow = width is not None and width < NARROW
     table = Table(title=title, title_justify="left")
-    for col in ("run", "task", "status", "best", "attempts", "proposer", "device", "started"):
+    columns = ("run", "task", "status", "best", "attempts") + (("started",) if narrow else
+                                                               ("proposer", "device", "started"))
+    for col in columns:
         # ids, statuses and numbers stay whole; the rest wraps on a narrow terminal
         table.add_column(col, no_wrap=col in ("run", "status", "attempts", "started"),
-                         justify="right" if col == "attempts" else "left")
+                         justify="right" if col == "attempts" else "left",
+                         min_width={"task": 8, "best": 12}.get(col))
     for r in runs:
         proposer = f"{r.proposer} ({r.model})" if r.model else r.proposer
-        table.add_row(r.run_id, r.task, _status(r.status), best_text(r), str(r.attempts), proposer,
-                      r.gpu or r.device, r.started_at.replace("T", " ")[:19])
+        started = r.started_at.replace("T", " ")
+        cells = [r.run_id, r.task, _status(r.status), best_text(r), str(r.attempts)]
+        cells += [started[5:16]] if narrow else [proposer, r.gpu or r.device, started[:19]]
+        table.add_row(*cells)
     return table
 
 
@@ -202,7 +237,7 @@ def show_latest(console, store, results: str, limit: int) -> None:
 
     runs = store.list_runs(limit=limit)
     if runs:
-        console.print(runs_table(runs, f"latest runs in {results}"))
+        console.print(runs_table(runs, f"latest runs in {results}", console.width))
         console.print("one run: kgen show RUN_ID (a unique prefix will do)    as a page: kgen report RUN_ID")
     else:
         console.print(f"no runs in {results} yet: kgen optimize TASK starts one")
@@ -213,7 +248,7 @@ def show_latest(console, store, results: str, limit: int) -> None:
 
 def show_task(console, store, task: str) -> None:
     runs = store.list_runs(task=task)
-    console.print(runs_table(runs, f"runs of {task}"))
+    console.print(runs_table(runs, f"runs of {task}", console.width))
     console.print(f"one run: kgen show {runs[0].run_id}")
 
 

@@ -219,3 +219,27 @@ def test_json_without_a_target_lists_the_latest_runs_and_the_boards(results, cap
     data = show_json(capsys, root)
     assert [r["run_id"] for r in data["runs"]] == [ids["cpu"], ids["gpu"]]
     assert data["leaderboards"] == ["nightly"]
+
+
+def test_at_80_columns_the_runs_table_keeps_task_and_best_readable(results):
+    from rich.console import Console
+
+    from agent.commands.show import runs_table
+    from agent.store import Store
+
+    root, _ = results
+    runs = Store(root).list_runs()
+    console = Console(width=80, record=True, file=open("/dev/null", "w"))
+    console.print(runs_table(runs, "latest runs", console.width))
+    text = console.export_text()
+    assert max(len(line) for line in text.splitlines()) <= 80
+    for run in runs:
+        assert run.task[:8] in text                     # the task's name, not squeezed to nothing
+    assert "proposer" not in text and "best" in text   # the key columns win at 80 columns
+
+
+def test_piped_output_has_no_padding_at_line_ends(results, capsys):
+    root, _ = results
+    code, out, _ = show(capsys, root)
+    assert code == 0 and out.strip()
+    assert all(line == line.rstrip() for line in out.splitlines())
