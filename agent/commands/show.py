@@ -212,22 +212,25 @@ NARROW = 120   # columns below which a runs table keeps its key columns only (ru
 def runs_table(runs, title: str, width: int | None = None):
     """Runs as a table; on a terminal narrower than NARROW the proposer and device columns give way to the key ones
     (an 80-column terminal used to squeeze task and best to nothing) and the start time is shortened."""
+    from rich import box
     from rich.table import Table
 
     narrow = width is not None and width < NARROW
-    table = Table(title=title, title_justify="left")
-    columns = ("run", "task", "status", "best", "attempts") + (("started",) if narrow else
-                                                               ("proposer", "device", "started"))
+    # NOTE: a run id is 30-40 characters and is what a user copies: it stays whole, so a narrow table drops
+    # the borders and the columns a person can do without (proposer, device, start time)
+    table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD if narrow else box.HEAVY_HEAD,
+                  pad_edge=not narrow)
+    columns = ("run", "task", "status", "best", "n" if narrow else "attempts")
+    columns += () if narrow else ("proposer", "device", "started")
     for col in columns:
         # ids, statuses and numbers stay whole; the rest wraps on a narrow terminal
-        table.add_column(col, no_wrap=col in ("run", "status", "attempts", "started"),
-                         justify="right" if col == "attempts" else "left",
+        table.add_column(col, no_wrap=col in ("run", "status", "attempts", "n", "started"),
+                         justify="right" if col in ("attempts", "n") else "left",
                          min_width={"task": 8, "best": 12}.get(col))
     for r in runs:
         proposer = f"{r.proposer} ({r.model})" if r.model else r.proposer
-        started = r.started_at.replace("T", " ")
         cells = [r.run_id, r.task, _status(r.status), best_text(r), str(r.attempts)]
-        cells += [started[5:16]] if narrow else [proposer, r.gpu or r.device, started[:19]]
+        cells += [] if narrow else [proposer, r.gpu or r.device, r.started_at.replace("T", " ")[:19]]
         table.add_row(*cells)
     return table
 
