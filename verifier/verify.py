@@ -160,6 +160,11 @@ def verify(task: Task, source: str, config: VerifyConfig = VerifyConfig(),
 
 
 def _verify(task: Task, source: str, config: VerifyConfig, worker: CandidateProcess | None) -> VerifyResult:
+    from verifier.config_checks import check_verify_config
+
+    # NOTE: kgen's misuse, so it raises: no caller (a CLI flag, the loop, a script) may verify with a setting
+    # that weakens the verdict (zero trials said "correct on every trial" of none)
+    check_verify_config(config)
     started = time.perf_counter()
     backend = detect_backend(source)
     device = resolve_device(config.device)

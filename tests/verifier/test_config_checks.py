@@ -42,3 +42,17 @@ def test_every_numeric_field_has_a_bound():
 def test_unknown_timing_is_refused():
     with pytest.raises(ValueError, match="--timing must be one of"):
         check_verify_config(VerifyConfig(timing="wallclock"))
+
+
+def test_verify_itself_refuses_a_config_that_would_weaken_its_verdict():
+    from pathlib import Path
+
+    import pytest as _pytest
+
+    from verifier.records import VerifyConfig
+    from verifier.task import load_task
+    from verifier.verify import verify
+
+    task = load_task(Path(__file__).resolve().parents[2] / "tasks" / "softmax.py")
+    with _pytest.raises(ValueError, match="--trials must be at least 1"):
+        verify(task, "class ModelNew: pass\n", VerifyConfig(device="cpu", trials=0))
