@@ -43,7 +43,8 @@ import os
 import select
 import time
 
-PRESTART_PHASE = "pre-started: Python, torch, triton, CUDA start (before the job)"
+# NOTE: one name on every machine (callers look the phase up by it); CUDA starts there only where there is a GPU
+PRESTART_PHASE = "pre-started: Python, torch, triton start, and CUDA's on a GPU (before the job)"
 MAX_LINE_BYTES = 1 << 20        # a reply with capped feedback and 2000 checksums is far smaller
 REQUESTS_PIPE = "requests"
 REPLIES_PIPE = "replies"
