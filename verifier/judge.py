@@ -46,6 +46,7 @@ import contextlib
 import hashlib
 import math
 import os
+import re
 import secrets
 import shutil
 import sys
@@ -149,6 +150,16 @@ _MODULES_LOCK = threading.Lock()
 # NOTE: TF32 and the cuDNN flags are process-wide; the judge sets them around each reference call and
 # each eager timing, and verifications in other threads of the caller must not interleave with that.
 _FLAGS_LOCK = threading.RLock()
+
+
+# The torch profiler (the launch counter's, verifier/launches.py) logs two lines per profiled call on stderr:
+# noise to a person reading the candidate's own output, and to an LLM shown it.
+_PROFILER_NOISE = re.compile(r"^USDT:[^\n]*SyncActivityProfilerHandler\.cpp:\d+\] profiler_(start|stop)\n?", re.M)
+
+
+def without_profiler_noise(text: str) -> str:
+    """The candidate process's stderr without the torch profiler's profiler_start / profiler_stop lines."""
+    return _PROFILER_NOISE.sub("", text)
 
 
 def task_module(task: Task, device: str = "cuda"):
@@ -733,7 +744,7 @@ def judge(task: Task, source: str, config: VerifyConfig, process: CandidateProce
         result.isolation = list(res.isolation)
         result.isolation_complete = bool(res.isolation_complete)
         result.isolation_missing = list(res.isolation_missing)
-        result.stdout, result.stderr = res.stdout, res.stderr
+        result.stdout, result.stderr = res.stdout, without_profiler_noise(res.stderr)
         if res.stdout_dropped or res.stderr_dropped:
             result.flags.append(f"output capped: {res.stdout_dropped + res.stderr_dropped} bytes dropped")
     if status == "ok" and s.timing is not None:

@@ -434,3 +434,12 @@ def test_a_process_that_claims_a_tenth_of_its_time_is_caught_by_the_block():
     assert result.status == "rejected", (result.status, result.reason)
     assert result.reason.startswith("timing inconsistent: claimed 0.0100 ms per call"), result.reason
     assert result.judge_ms_per_call is not None and result.judge_ms_per_call > 1.0
+
+
+def test_the_torch_profilers_start_and_stop_lines_are_not_the_candidates_output():
+    from verifier.judge import without_profiler_noise
+
+    noisy = ("USDT:2026-12-01 15:54:42 2:2 SyncActivityProfilerHandler.cpp:52] profiler_start\n"
+             "my own line\n"
+             "USDT:2026-12-01 15:54:42 2:2 SyncActivityProfilerHandler.cpp:59] profiler_stop\n")
+    assert without_profiler_noise(noisy) == "my own line\n"
