@@ -54,6 +54,9 @@ def register(sub) -> None:
     p.add_argument("--verify-only", metavar="DIR",
                    help="score the kernels in DIR (one per task, named like it) with no proposer")
     p.add_argument("--problems", metavar="SPEC", help="only these KernelBench problems, by number: 1-20,23 or level2:1-5")
+    p.add_argument("--allow-incomplete-isolation", action="store_true",
+                   help="run the board even where the sandbox cannot enforce all of its confinement here "
+                        "(say, no pids cgroup); each verdict still names what was not in force")
     p.add_argument("--json", action="store_true",
                    help="print the board (rows, settings, summary) as JSON on stdout instead of the tables")
     p.add_argument("--executor", default=BoardConfig.executor, choices=EXECUTORS.names,
@@ -79,6 +82,14 @@ def parse_gpus(text: str | None) -> tuple[int, ...] | None:
         return tuple(int(part) for part in text.split(",") if part.strip())
     except ValueError:
         raise ValueError(f"--gpus takes GPU indices separated by commas, e.g. 0,1; got {text!r}") from None
+
+
+def sandbox_missing() -> list[str]:
+    """The confinements (verifier.sandbox.PROPERTIES) a sandbox cannot enforce on this machine: one trivial run."""
+    from verifier.sandbox import run_sandboxed
+
+    res = run_sandboxed([sys.executable, "-c", "pass"], {}, timeout_s=60)
+    return list(res.isolation_missing)
 
 
 def board_config_from_args(args):
@@ -128,6 +139,15 @@ def run(args) -> int:
         except ValueError as exc:
             return _error(str(exc))
 
+    if board_config.executor == "local":   # (a Ray cluster's nodes say so in each verdict of theirs)
+        missing = sandbox_missing()
+        if missing and not args.allow_incomplete_isolation:
+            return _error(f"the sandbox cannot enforce {', '.join(missing)} on this machine, so this board's verdicts "
+                          "would claim a confinement they did not have; fix that (docs/threat-model.md) or run "
+                          "with --allow-incomplete-isolation to publish them, each naming what was missing")
+        if missing:
+            print(f"kgen leaderboard: note: isolation incomplete here (not in force: {', '.join(missing)}); "
+                  "every verdict names it", file=sys.stderr)
     if kernels_dir is None:   # a board that proposes kernels: the proposer must be able to honour the flags
         errors, notes = config.proposer_problems()
         if errors:

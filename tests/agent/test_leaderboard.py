@@ -367,3 +367,25 @@ def test_a_scored_kernel_gets_its_percent_of_speed_of_light(tmp_path, monkeypatc
     run = score_kernel(ROOT / "tasks" / "softmax.py", GOOD / "softmax.py", OptimizeConfig(), store)
     assert run.best_sol_pct == pytest.approx(50.0)
     assert store.load_attempt(run.run_id, 1).sol_pct == pytest.approx(50.0)
+
+
+def test_a_board_refuses_to_run_where_the_sandbox_is_incomplete_unless_told(tmp_path, monkeypatch, capsys):
+    from agent.cli import main
+    from agent.commands import leaderboard as command
+
+    monkeypatch.setattr(command, "sandbox_missing", lambda: ["pids cap"])
+    suite = tmp_path / "suite.txt"
+    suite.write_text(str(Path(__file__).resolve().parents[2] / "tasks" / "softmax.py") + "\n")
+    code = main(["leaderboard", str(suite), "--device", "cpu", "--results", str(tmp_path / "results"),
+                 "--max-iters", "1"])
+    assert code == 2
+    err = capsys.readouterr().err
+    assert "cannot enforce pids cap" in err and "--allow-incomplete-isolation" in err
+    assert not (tmp_path / "results" / "leaderboards").exists()
+
+
+def test_the_sandbox_here_is_complete():
+    from agent.commands.leaderboard import sandbox_missing
+
+    # this machine and CI (cgroup v1, root): every confinement holds, so boards run without the flag
+    assert sandbox_missing() == []
