@@ -56,6 +56,7 @@ class OptimizeConfig:
     verify_timeout_s: float = 180.0     # --verify-timeout: wall-clock limit for one candidate's verification
     timing: str = "graph"               # --timing: "graph" (the device's time), "events" (the host's cost included) or "kernelbench"
     results_dir: str = field(default_factory=_results_default)   # --results: root of the results store
+    small_shapes: dict[str, Any] | None = field(default=None, hash=False)   # --small-shapes: size constants for a CPU check
 
     def __post_init__(self) -> None:
         # NOTE: these are kgen's own misuse, so they raise; the message names the flag.

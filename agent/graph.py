@@ -488,7 +488,7 @@ def optimize(task_path: str | Path | None, config: OptimizeConfig, *, resume: st
     store = store or Store(config.results_dir)
     if resume is not None:
         run = store.load_run(store.resolve_run_id(resume))
-        task = load_task(run.task_path)
+        task = load_task(run.task_path, small_shapes=config.small_shapes, device=run.device)
         if task_path is not None and Path(task_path).resolve() != Path(run.task_path).resolve():
             raise ValueError(f"run {run.run_id} is for {run.task_path}, not {task_path}")
         device = run.device
@@ -497,7 +497,7 @@ def optimize(task_path: str | Path | None, config: OptimizeConfig, *, resume: st
     else:
         if task_path is None:
             raise ValueError("a task file is needed (or --resume RUN_ID)")
-        task = load_task(task_path)
+        task = load_task(task_path, small_shapes=config.small_shapes, device=config.device)
         device, gpu = machine or device_and_gpu(config.device)
         run = None
 

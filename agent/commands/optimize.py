@@ -24,7 +24,7 @@ import json
 import sys
 
 from agent.config import BACKENDS, DEVICES, PROPOSERS, OptimizeConfig
-from agent.flags import positive_float, positive_int
+from agent.flags import positive_float, positive_int, small_shapes
 from verifier.records import TIMING_METHODS
 
 # flag dest -> OptimizeConfig field, for every flag that sets one
@@ -34,6 +34,7 @@ FIELDS = {
     "sol": "sol", "patience": "patience", "budget_usd": "budget_usd", "budget_tokens": "budget_tokens",
     "timeout": "timeout_s", "device": "device", "keep_going": "keep_going",
     "verify_timeout": "verify_timeout_s", "timing": "timing", "results": "results_dir",
+    "small_shapes": "small_shapes",
 }
 
 
@@ -83,6 +84,9 @@ def add_optimize_flags(p) -> None:
                         "events: each call timed as issued, the host's cost of the call included; "
                         "kernelbench: KernelBench's protocol (events per call, same inputs, mean of the trials)")
     p.add_argument("--results", metavar="DIR", help="results folder (default $KGEN_RESULTS, else results)")
+    p.add_argument("--small-shapes", type=small_shapes, metavar="NAME=VALUE,...",
+                   help="on the CPU: check on these values of the task's module-level size constants "
+                        "(e.g. batch_size=7,dim=129) instead of its small or derived shapes")
 
 
 def config_from_args(args, base: OptimizeConfig | None = None) -> OptimizeConfig:
@@ -169,7 +173,9 @@ def summary(run_, store) -> str:
             if run_.best_sol_pct is not None:
                 lines.append(f"  {run_.best_sol_pct:.0f}% of speed-of-light")
         else:
-            lines.append("speedup: not timed: no GPU (correct on the small inputs under the Triton interpreter)")
+            shapes = next((f for f in (verify.flags if verify is not None else []) if f.startswith("checked on")), "")
+            lines.append(f"speedup: not timed: no GPU; {shapes}" if shapes else
+                         "speedup: not timed: no GPU (correct under the Triton interpreter)")
     else:
         lines.append("no verified kernel")
     lines.append(f"attempts: {run_.attempts} in {run_.rounds} round{'' if run_.rounds == 1 else 's'}; tokens {run_.tokens:,}; "
