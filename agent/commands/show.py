@@ -255,6 +255,16 @@ def show_task(console, store, task: str) -> None:
     console.print(f"one run: kgen show {runs[0].run_id}")
 
 
+def _present(folder: Path) -> str:
+    """What a run's folder holds, by name: its own files, and the kinds of file its attempts have."""
+    own = [n for n in ("run.json", "best.py") if (folder / n).exists()]
+    kinds = sorted({p.name for p in folder.glob("attempt-*/*") if p.is_file()})
+    attempts = len(list(folder.glob("attempt-*")))
+    if attempts:
+        own.append(f"{attempts} attempt folder{'s' if attempts != 1 else ''} attempt-NNN/ with " + ", ".join(kinds))
+    return ", ".join(own) or "nothing yet"
+
+
 def show_board(console, results: str, name: str) -> None:
     from agent.board.files import board_dir, load_board
     from agent.board.render import rich_board
@@ -262,7 +272,8 @@ def show_board(console, results: str, name: str) -> None:
     board = load_board(results, name)
     console.print(rich_board(board))
     folder = board_dir(results, name)
-    console.print(f"files: {folder / 'leaderboard.json'}  {folder / 'leaderboard.md'}  {folder / 'logs'}/")
+    console.print("files: " + "  ".join(str(folder / n) + ("/" if n == "logs" else "")
+                                        for n in ("leaderboard.json", "leaderboard.md", "logs") if (folder / n).exists()))
     console.print(f"a task's run: kgen show RUN_ID    as a page: kgen report {name}")
 
 
@@ -303,8 +314,7 @@ def show_run(console, store, run_id: str) -> None:
     if best is not None:
         console.print(f"[bold]best kernel[/bold] (attempt {run.best_attempt}): {folder / 'best.py'}", highlight=False)
         console.print(Syntax(best, "python", line_numbers=True, word_wrap=False))
-    console.print(f"files: {folder}/  (run.json, best.py, attempt-NNN/ with kernel.py, verify.json, "
-                  "profile.json, prompt.md, response.md)", highlight=False)
+    console.print(f"files: {folder}/  ({_present(folder)})", highlight=False)
     console.print(f"one attempt: kgen show {run.run_id} --attempt N    as a page: kgen report {run.run_id}",
                   highlight=False)
 

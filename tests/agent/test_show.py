@@ -243,3 +243,16 @@ def test_piped_output_has_no_padding_at_line_ends(results, capsys):
     code, out, _ = show(capsys, root)
     assert code == 0 and out.strip()
     assert all(line == line.rstrip() for line in out.splitlines())
+
+
+def test_the_files_line_names_only_files_that_exist(results, capsys):
+    from agent.store import Store
+
+    root, _ = results
+    for run in Store(root).list_runs():
+        code, out, _ = show(capsys, root, run.run_id)
+        line = " ".join(out[out.index("files: "):].split("\n\n")[0].split())
+        folder = Store(root).run_dir(run.run_id)
+        for name in ("run.json", "best.py", "kernel.py", "verify.json", "profile.json", "prompt.md", "response.md"):
+            there = (folder / name).exists() or any(folder.glob(f"attempt-*/{name}"))
+            assert (name in line) == there, (name, line)
