@@ -114,6 +114,10 @@ def run(args) -> int:
             stored = store.load_run(store.resolve_run_id(resume))
             config = config_from_args(args, OptimizeConfig.from_dict(
                 {**stored.config, "results_dir": config.results_dir}))
+            if stored.status == "succeeded" and not config.keep_going:
+                # NOTE: a run that met its goal meets it again at once: more rounds alone do not reopen it
+                print(f"kgen optimize: note: run {stored.run_id} met its goal; it stops again at once unless "
+                      "--keep-going asks for the rest of the budget", file=sys.stderr)
         elif args.task is None:
             _error("a task file is needed (or --resume RUN_ID)")
             return 2

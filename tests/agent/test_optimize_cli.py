@@ -255,3 +255,15 @@ def test_settings_the_heuristic_proposer_ignores_are_named(monkeypatch):
     assert any("--temperature is ignored" in n for n in notes)
     assert any("--model is ignored" in n for n in notes)
     assert OptimizeConfig(temperature=0.7).proposer_problems(env={"OPENAI_API_KEY": "x"}) == ([], [])
+
+
+def test_resuming_a_run_that_met_its_goal_says_more_rounds_alone_do_not_reopen_it(task_path, results,
+                                                                                   monkeypatch, capsys):
+    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL"):
+        monkeypatch.delenv(name, raising=False)
+    assert main(["optimize", str(task_path), "--device", "cpu", "--max-iters", "1"]) == 0
+    [run] = Store(results).list_runs()
+    assert run.status == "succeeded"
+    capsys.readouterr()
+    assert main(["optimize", "--resume", run.run_id, "--max-iters", "3"]) == 0
+    assert "--keep-going" in capsys.readouterr().err
