@@ -210,6 +210,33 @@ def test_large_inputs_shorten_the_block():
     assert timing.block_calls(0.01, generation_ms=1e6) == timing.BLOCK_MIN_CALLS
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int64, torch.bool])
+def test_an_output_right_elementwise_has_a_checksum_within_the_tolerance(dtype):
+    from verifier.correctness import tolerance
+    from verifier.judge import checksum_tolerance
+
+    ref = (torch.randn(5000) * 3).to(dtype)
+    a_tol, r_tol = tolerance(dtype, None, None)
+    # every element half as far off as the elementwise bound allows (bf16 rounding stays inside it), all
+    # in the direction the weights favour
+    w = timing.checksum_weights(3, "cpu")
+    off = (a_tol + r_tol * ref.double().abs()) * 0.5 * w[:5000]
+    cand = (ref.double() + off).to(dtype) if dtype.is_floating_point else ref
+    gap = abs(float(timing.weighted_checksum(cand, w)) - float(timing.weighted_checksum(ref, w)))
+    assert gap <= checksum_tolerance(ref, dtype, None, None)
+
+
+def test_an_output_wrong_in_one_element_has_a_checksum_outside_the_tolerance():
+    from verifier.judge import checksum_tolerance
+
+    ref = torch.randn(5000)
+    cand = ref.clone()
+    cand[17] += 1.0
+    w = timing.checksum_weights(3, "cpu")
+    gap = abs(float(timing.weighted_checksum(cand, w)) - float(timing.weighted_checksum(ref, w)))
+    assert gap > checksum_tolerance(ref, ref.dtype, None, None)
+
+
 def test_checksum_weights_are_plus_or_minus_one_and_seeded():
     w = timing.checksum_weights(7, "cpu")
     assert set(w.unique().tolist()) == {-1.0, 1.0}
