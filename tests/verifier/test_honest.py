@@ -10,7 +10,7 @@ of them correct; a rejection here is a false positive of the checks, not a bad k
 
     .venv/bin/python -m pytest tests/verifier/test_honest.py -q      # ~2 min here
 
-KernelBench's own Triton example solution (under /work/shared/kernelbench, when present) passes
+KernelBench's own Triton example solution (in the shared/ beside the checkout, when present) passes
 the static checks here; its problem makes CUDA inputs (`.cuda()` in get_inputs), so it is verified
 against that problem on a GPU only (pytest -m gpu).
 """
@@ -55,7 +55,8 @@ def test_honest_kernel_is_verified_ok(path):
     assert result.trials > 0
 
 
-KERNELBENCH_PROMPTS = Path("/work/shared/kernelbench/src/kernelbench/prompts")
+# the copy of shared/ beside the checkout (as on a developer's machine and in CI)
+KERNELBENCH_PROMPTS = Path(__file__).resolve().parents[3] / "shared" / "kernelbench" / "src" / "kernelbench" / "prompts"
 # KernelBench's own Triton example solution and the problem it solves (its few-shot "add" pair).
 KERNELBENCH_TRITON = [("model_ex_add.py", "model_new_ex_add_triton.py")]
 
