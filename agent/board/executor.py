@@ -21,6 +21,9 @@ jobs never time on one GPU at once.
 from __future__ import annotations
 
 import abc
+import queue
+import threading
+import time
 from dataclasses import dataclass
 from typing import Iterator
 
@@ -73,3 +76,62 @@ class Executor(abc.ABC):
     def keep_open(self, fd: int) -> None:
         """A file descriptor the jobs must hold while they run (the board's lock, so that a job outliving a
         killed board keeps other sessions out). Executors whose jobs run on other machines ignore it."""
+
+
+class QueuedExecutor(Executor):
+    """An executor whose own threads take jobs from one queue and report their events on another.
+
+    The queueing, the count of jobs not yet finished, results() and dropping the queued jobs on cancel are
+    the same for every such executor (local, ray); a subclass calls _init_queues() and provides _loops()
+    (one (thread name, args) per thread) and _work(*args), which decrements _outstanding under _lock once a
+    job it took has finished (or is dropped)."""
+
+    def _init_queues(self) -> None:
+        self._jobs: queue.Queue[Job] = queue.Queue()
+        self._events: queue.Queue[JobEvent] = queue.Queue()
+        self._lock = threading.Lock()
+        self._outstanding = 0       # submitted, not yet reported finished (nor dropped)
+        self._threads: list[threading.Thread] = []
+
+    @abc.abstractmethod
+    def _loops(self) -> list[tuple[str, tuple]]:
+        """(thread name, arguments of _work) for each thread that takes jobs."""
+
+    @abc.abstractmethod
+    def _work(self, *args) -> None:
+        """One thread's loop: take jobs from _jobs until stopped, put their events on _events."""
+
+    def submit(self, job: Job) -> None:
+        with self._lock:
+            self._outstanding += 1
+        self._jobs.put(job)
+        if not self._threads:   # started with the first job; they end on cancel or close
+            self._threads = [threading.Thread(target=self._work, args=args, name=name, daemon=True)
+                             for name, args in self._loops()]
+            for t in self._threads:
+                t.start()
+
+    def results(self, timeout_s: float | None = None) -> Iterator[JobEvent]:
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        while True:
+            with self._lock:
+                if self._outstanding == 0 and self._events.empty():
+                    return
+            if deadline is not None and time.monotonic() >= deadline:
+                return
+            try:
+                # NOTE: a short wait, so that Ctrl-C reaches the caller promptly
+                event = self._events.get(timeout=0.2)
+            except queue.Empty:
+                continue
+            yield event
+
+    def _drop_queued(self) -> None:
+        """Drop the jobs no thread has taken yet; they count as done."""
+        while True:
+            try:
+                self._jobs.get_nowait()
+            except queue.Empty:
+                break
+            with self._lock:
+                self._outstanding -= 1

@@ -24,9 +24,9 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Iterator
+from typing import Iterable
 
-from agent.board.executor import FINISHED, STARTED, Executor, JobEvent
+from agent.board.executor import FINISHED, STARTED, JobEvent, QueuedExecutor
 from agent.board.job import Job, JobOutcome
 from agent.board.records import LeaderboardError
 from agent.store import utc_now
@@ -76,7 +76,7 @@ def _project_root() -> Path:
     return Path(__file__).resolve().parent.parent.parent
 
 
-class LocalExecutor(Executor):
+class LocalExecutor(QueuedExecutor):
     """Today's board: a thread per worker takes the next job and runs it as a subprocess pinned to its GPU."""
 
     name = "local"
@@ -85,13 +85,9 @@ class LocalExecutor(Executor):
         if not workers:
             raise LeaderboardError("no worker to run on")
         self.workers = workers
-        self._jobs: queue.Queue[Job] = queue.Queue()
-        self._events: queue.Queue[JobEvent] = queue.Queue()
-        self._lock = threading.Lock()
+        self._init_queues()
         self._stop = threading.Event()
         self._procs: dict[str, subprocess.Popen] = {}   # task -> its running process
-        self._outstanding = 0       # submitted, not yet reported finished (nor dropped)
-        self._threads: list[threading.Thread] = []
         self._fds: tuple[int, ...] = ()
 
     @property
@@ -101,40 +97,12 @@ class LocalExecutor(Executor):
     def keep_open(self, fd: int) -> None:
         self._fds = (*self._fds, fd)
 
-    def submit(self, job: Job) -> None:
-        with self._lock:
-            self._outstanding += 1
-        self._jobs.put(job)
-        if not self._threads:   # started with the first job; they end on cancel or close
-            self._threads = [threading.Thread(target=self._work, args=(w,), name=f"kgen-board-{w.label}",
-                                              daemon=True) for w in self.workers]
-            for t in self._threads:
-                t.start()
-
-    def results(self, timeout_s: float | None = None) -> Iterator[JobEvent]:
-        deadline = None if timeout_s is None else time.monotonic() + timeout_s
-        while True:
-            with self._lock:
-                if self._outstanding == 0 and self._events.empty():
-                    return
-            if deadline is not None and time.monotonic() >= deadline:
-                return
-            try:
-                # NOTE: a short wait, so that Ctrl-C reaches the caller promptly
-                event = self._events.get(timeout=0.2)
-            except queue.Empty:
-                continue
-            yield event
+    def _loops(self) -> list[tuple[str, tuple]]:
+        return [(f"kgen-board-{w.label}", (w,)) for w in self.workers]
 
     def cancel(self) -> None:
         self._stop.set()
-        while True:
-            try:
-                self._jobs.get_nowait()
-            except queue.Empty:
-                break
-            with self._lock:
-                self._outstanding -= 1
+        self._drop_queued()
         with self._lock:
             procs = list(self._procs.values())
         for proc in procs:

@@ -49,9 +49,9 @@ import time
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
-from agent.board.executor import FINISHED, STARTED, Executor, JobEvent
+from agent.board.executor import FINISHED, STARTED, JobEvent, QueuedExecutor
 from agent.board.job import Job, JobOutcome, run_job
 from agent.board.records import ERROR, INTERRUPTED, LeaderboardError
 from agent.store import utc_now
@@ -514,7 +514,7 @@ def _proposer_for(job: Job) -> dict[str, Any]:
 # ---- the executor -------------------------------------------------------------------------------------
 
 
-class RayExecutor(Executor):
+class RayExecutor(QueuedExecutor):
     """Each job's loop in a driver thread (`loops` at once); its GPU calls on the pool's actors."""
 
     name = "ray"
@@ -552,50 +552,19 @@ class RayExecutor(Executor):
             self._shutdown()
             raise
         self.loops = loops_per_gpu * count
-        self._jobs: queue.Queue[Job] = queue.Queue()
-        self._events: queue.Queue[JobEvent] = queue.Queue()
-        self._lock = threading.Lock()
-        self._outstanding = 0
-        self._threads: list[threading.Thread] = []
+        self._init_queues()
         self._closed = False
 
     @property
     def slots(self) -> list[str]:
         return self.pool.labels()
 
-    def submit(self, job: Job) -> None:
-        with self._lock:
-            self._outstanding += 1
-        self._jobs.put(job)
-        if not self._threads:
-            self._threads = [threading.Thread(target=self._work, args=(i,), name=f"kgen-ray-loop-{i + 1}",
-                                              daemon=True) for i in range(self.loops)]
-            for t in self._threads:
-                t.start()
-
-    def results(self, timeout_s: float | None = None) -> Iterator[JobEvent]:
-        deadline = None if timeout_s is None else time.monotonic() + timeout_s
-        while True:
-            with self._lock:
-                if self._outstanding == 0 and self._events.empty():
-                    return
-            if deadline is not None and time.monotonic() >= deadline:
-                return
-            try:
-                event = self._events.get(timeout=0.2)   # NOTE: short, so that Ctrl-C reaches the caller
-            except queue.Empty:
-                continue
-            yield event
+    def _loops(self) -> list[tuple[str, tuple]]:
+        return [(f"kgen-ray-loop-{i + 1}", (i,)) for i in range(self.loops)]
 
     def cancel(self) -> None:
         self._stop.set()
-        while True:
-            try:
-                self._jobs.get_nowait()
-            except queue.Empty:
-                break
-            with self._lock:
-                self._outstanding -= 1
+        self._drop_queued()
 
     def close(self) -> None:
         if self._closed:
