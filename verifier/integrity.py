@@ -130,16 +130,15 @@ class Guard:
     @classmethod
     def capture(cls) -> "Guard":
         import_watched()
-        # NOTE: `python -m verifier.worker` runs the worker as __main__, a module of its own.
-        running = ["__main__"] if getattr(getattr(sys.modules.get("__main__"), "__spec__", None), "name", "") \
-            == "verifier.worker" else []
+        # NOTE: the candidate process is started as `python -c "from verifier.candidate import main; main()"`,
+        # so __main__ holds no harness code: verifier.candidate is watched under its own name
         modules, classes = {}, {}
-        for path in WATCHED_MODULES + VERIFIER_MODULES + running:
+        for path in WATCHED_MODULES + VERIFIER_MODULES:
             mod = sys.modules.get(path)
             if mod is not None:
                 modules[path] = (mod, {k: v for k, v in vars(mod).items() if _kept(v)})
         class_paths = list(WATCHED_CLASSES)
-        for name in VERIFIER_MODULES + running:
+        for name in VERIFIER_MODULES:
             mod = sys.modules[name]
             class_paths += [f"{name}.{k}" for k, v in vars(mod).items()
                             if isinstance(v, type) and v.__module__ == name]
@@ -149,7 +148,7 @@ class Guard:
             except AttributeError:
                 continue
             classes[path] = (klass, dict(vars(klass)))
-        entries = {name: sys.modules[name] for name in WATCHED_MODULES + VERIFIER_MODULES + running
+        entries = {name: sys.modules[name] for name in WATCHED_MODULES + VERIFIER_MODULES
                    if name in sys.modules}
         flags = {(o, a): getattr(_resolve(o), a) for o, a in FLAGS}
         states = {what: get() for what, get, _ in STATES}
