@@ -10,15 +10,25 @@
 #         28_HardSigmoid,29_Softplus,30_Softsign,31_ELU}.py kb/
 #         bash benchmarks/ray_gpu.sh /tmp/out kb 20_LeakyReLU.py 22_Tanh.py 25_Swish.py 27_SELU_.py \
 #              28_HardSigmoid.py 29_Softplus.py 30_Softsign.py 31_ELU.py
-#   Settings: ROUNDS (default 3, --max-iters), LOOPS (default 2, --loops-per-gpu), RAY_PORT (default 6390).
+#   Settings: ROUNDS (default 3, --max-iters), LOOPS (default 2, --loops-per-gpu), RAY_PORT (default 6390),
+#   BOARD_SECONDS (default none: each board stops there as Ctrl-C stops it, its finished tasks kept, and
+#   tasks per hour counts the finished tasks only).
 #
 # Ray on a GPU machine with no package index. The wheel is about 79 MB and a call carries at most 64 MiB,
 # so Ray travels repacked, as .ray/ray-site.tar.xz (an ignored path, carried), and this script unpacks it
 # into /tmp/ray-site when `import ray` fails. To make it, on a machine with an index, from the checkout:
 #   python3 -m pip download --only-binary=:all: --python-version 3.12 --implementation cp \
 #     --platform manylinux2014_x86_64 --platform manylinux_2_28_x86_64 -d .whl-ray "ray==2.60.0"
-#   rm -f .whl-ray/numpy-* .whl-ray/torch-* .whl-ray/triton-*        # the GPU image's own builds stay
-#   mkdir -p .ray-site && for w in .whl-ray/*.whl; do python3 -m zipfile -e "$w" .ray-site; done
+#   # the GPU image has the rest (its package list): keep Ray and the four it lacks
+#   cd .whl-ray && ls | grep -v -E '^(ray|jsonschema|jsonschema_specifications|referencing|rpds_py)-' | xargs rm -f; cd ..
+#   # unpacked keeping each file's mode (`python3 -m zipfile -e` drops the executable bits of gcs_server,
+#   # raylet and the like, and `ray start` then fails with "Permission denied")
+#   mkdir -p .ray-site && python3 -c 'import glob, os, zipfile
+#   for w in glob.glob(".whl-ray/*.whl"):
+#       z = zipfile.ZipFile(w)
+#       for i in z.infolist():
+#           p = z.extract(i, ".ray-site"); m = i.external_attr >> 16
+#           if m & 0o111: os.chmod(p, m & 0o7777)'
 #   # the libraries on top of Ray's core, which a board does not use (Java jars, RLlib, Data, Tune, Train, Serve)
 #   rm -rf .ray-site/ray/{jars,rllib,data,tune,train,serve,llm}; find .ray-site -name __pycache__ -prune -exec rm -rf {} +
 #   mkdir -p .ray && tar -C .ray-site -cf - . | xz -T0 -6 > .ray/ray-site.tar.xz    # check: ls -l .ray (< 60 MB)
@@ -52,12 +62,19 @@ board() {   # board NAME EXTRA-FLAGS...: one board, cold; prints its wall second
   local name=$1; shift
   local res=/tmp/kgen-raybench-$name; rm -rf "$res" "/tmp/inductor-$name"
   local s=$(date +%s.%N)
-  TORCHINDUCTOR_CACHE_DIR=/tmp/inductor-$name python3 -m agent leaderboard "$SUITE" --name "$name" \
+  TORCHINDUCTOR_CACHE_DIR=/tmp/inductor-$name timeout -s INT "${BOARD_SECONDS:-864000}" \
+    python3 -m agent leaderboard "$SUITE" --name "$name" \
     --results "$res" --proposer heuristic --max-iters "$ROUNDS" "$@" > "$OUT/$name.out" 2> "$OUT/$name.err"
   local code=$?
   local wall=$(python3 -c "import time; print(f'{time.time() - $s:.1f}')")
   cp "$res/leaderboards/$name/leaderboard.md" "$OUT/$name.md" 2>/dev/null
-  python3 -c "print(f'$name: exit $code, $N tasks in $wall s: {$N * 3600 / $wall:.1f} tasks/hour')" \
+  cp "$res/leaderboards/$name/leaderboard.json" "$OUT/$name.json" 2>/dev/null
+  # finished: a row whose task ended (succeeded or failed), not pending, interrupted or running
+  local done=$(python3 -c "
+import json, sys
+rows = json.load(open(sys.argv[1])).get('rows', [])
+print(sum(r.get('status') in ('succeeded', 'failed') for r in rows))" "$OUT/$name.json" 2>/dev/null || echo 0)
+  python3 -c "print(f'$name: exit $code, $done of $N tasks finished in $wall s: {$done * 3600 / $wall:.1f} tasks/hour')" \
     | tee -a "$OUT/summary.txt"
 }
 
@@ -65,11 +82,13 @@ board() {   # board NAME EXTRA-FLAGS...: one board, cold; prints its wall second
 if [ $HAVE_RAY = 1 ]; then
   # NOTE: the cluster starts without the key (there is none here anyway), as docs/distributed.md says
   env -u OPENAI_API_KEY python3 -m ray.scripts.scripts start --head --port "$RAY_PORT" --num-gpus 1 \
-    --include-dashboard=false > "$OUT/ray_start.log" 2>&1 || { cat "$OUT/ray_start.log"; HAVE_RAY=0; }
+    --include-dashboard=false > "$OUT/ray_start.log" 2>&1 || { tail -5 "$OUT/ray_start.log"; HAVE_RAY=2; }
 fi
 if [ $HAVE_RAY = 1 ]; then
   board ray-$LOOPS --executor ray --ray-address "127.0.0.1:$RAY_PORT" --loops-per-gpu "$LOOPS"
   python3 -m ray.scripts.scripts stop > /dev/null 2>&1
+elif [ $HAVE_RAY = 2 ]; then
+  echo "ray: \`ray start --head\` failed (ray_start.log): the Ray board was not run" | tee -a "$OUT/summary.txt"
 else
   echo "ray: not importable here and no .ray/ray-site.tar.xz carried: the Ray board was not run" \
     | tee -a "$OUT/summary.txt"

@@ -37,11 +37,14 @@ itself (outputs against its own reference, timings against its own clock).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
 import select
 import time
+
+from verifier.records import Timing
 
 # NOTE: one name on every machine (callers look the phase up by it); CUDA starts there only where there is a GPU
 PRESTART_PHASE = "pre-started: Python, torch, triton start, and CUDA's on a GPU (before the job)"
@@ -52,8 +55,22 @@ REPLAY_REP = 10**6 + 1          # the refresh index of the inputs a captured gra
 # What a candidate process may say went wrong; "ok" and "mismatch" are only ever the judge's to say.
 CANDIDATE_STATUSES = ("compile_error", "runtime_error", "rejected", "not_run", "crashed")
 MAX_CHECKSUMS = 4096
-TIMING_FIELDS = {"median_ms": float, "min_ms": float, "mean_ms": float, "p10_ms": float, "p90_ms": float,
-                 "reps": int, "sync_ms": (float, None), "host_ms": (float, None), "method": str}
+
+
+def _timing_fields() -> dict[str, object]:
+    """Each field of verifier.records.Timing and the JSON kind it travels as: float, int, str or (float, None).
+
+    Read from the dataclass itself, so a field added to Timing travels (and is checked) without a second list
+    to keep in step here."""
+    kinds = {"float": float, "int": int, "str": str, "float | None": (float, None)}
+    fields = {f.name: kinds.get(str(f.type)) for f in dataclasses.fields(Timing)}
+    unknown = [name for name, kind in fields.items() if kind is None]
+    if unknown:   # a type this parser has no check for: fail at import, not with a "malformed" verdict later
+        raise TypeError(f"verifier.wire cannot check Timing fields {unknown}: add their kind to _timing_fields")
+    return fields
+
+
+TIMING_FIELDS = _timing_fields()
 
 
 class ProtocolError(Exception):

@@ -1,0 +1,54 @@
+"""The judge's parser of the candidate process's replies (verifier.wire) against what the harness really sends.
+
+The "time" reply carries a Timing as the candidate process builds it (verifier.timing), so every Timing the
+timing code can produce must parse, and a reply that adds, drops or mistypes a field must not.
+"""
+
+import dataclasses
+
+import pytest
+
+from verifier import wire
+from verifier.records import Timing
+from verifier.timing import kernelbench_timing
+
+
+def time_reply(timing: Timing) -> bytes:
+    # the candidate process's own shape of the reply (verifier.candidate: the "time" handler)
+    return wire.encode({"reply": "time", "problem": None, "timing": dict(timing.__dict__), "note": "", "checked": []})
+
+
+def test_every_field_of_timing_is_one_the_parser_checks():
+    assert set(wire.TIMING_FIELDS) == {f.name for f in dataclasses.fields(Timing)}
+
+
+@pytest.mark.parametrize("timing", [
+    Timing(median_ms=0.5, min_ms=0.4, mean_ms=0.51, p10_ms=0.45, p90_ms=0.6, reps=100, sync_ms=0.7, host_ms=0.02,
+           method="graph"),
+    Timing(median_ms=0.5, min_ms=0.4, mean_ms=0.51, p10_ms=0.45, p90_ms=0.6, reps=100),
+    kernelbench_timing([0.5, 0.52, 0.49, 0.61], sync_ms=0.7, host_ms=0.03),
+], ids=["graph", "events-defaults", "kernelbench"])
+def test_a_timing_the_harness_builds_parses(timing):
+    message = wire.parse_reply(time_reply(timing), "time")
+    assert Timing(**message["timing"]) == timing
+
+
+def test_a_timing_with_a_field_more_is_malformed():
+    reply = {"reply": "time", "problem": None, "note": "", "checked": [],
+             "timing": {**dataclasses.asdict(Timing(0.5, 0.4, 0.5, 0.4, 0.6, 10)), "claimed_ms": 0.001}}
+    with pytest.raises(wire.ProtocolError, match="malformed 'timing'"):
+        wire.parse_reply(wire.encode(reply), "time")
+
+
+def test_a_timing_with_a_string_median_is_malformed():
+    timing = {**dataclasses.asdict(Timing(0.5, 0.4, 0.5, 0.4, 0.6, 10)), "median_ms": "0.001"}
+    reply = {"reply": "time", "problem": None, "note": "", "checked": [], "timing": timing}
+    with pytest.raises(wire.ProtocolError, match="malformed 'timing'"):
+        wire.parse_reply(wire.encode(reply), "time")
+
+
+def test_a_timing_with_an_infinite_mean_is_malformed():
+    timing = {**dataclasses.asdict(Timing(0.5, 0.4, 0.5, 0.4, 0.6, 10)), "std_ms": float("inf")}
+    reply = {"reply": "time", "problem": None, "note": "", "checked": [], "timing": timing}
+    with pytest.raises(wire.ProtocolError, match="malformed 'timing'"):
+        wire.parse_reply(wire.encode(reply), "time")
