@@ -188,9 +188,26 @@ def test_a_claim_far_below_the_block_is_rejected_with_both_numbers():
 
 def test_the_margin_is_the_boundary():
     claimed = 1.0
-    edge = claimed * timing.BLOCK_MARGIN + timing.BLOCK_SLACK_MS
+    # _block's default generation and checksums, per call, of which a share is allowed on top
+    overhead = timing.BLOCK_OVERHEAD_SHARE * (_block(1.0).generation_ms + _block(1.0).checksum_ms) / _block(1.0).calls
+    edge = claimed * timing.BLOCK_MARGIN + timing.BLOCK_SLACK_MS + overhead
     assert timing.block_inconsistency(claimed, _block(edge - 1e-6)) is None
     assert timing.block_inconsistency(claimed, _block(edge + 1e-3)) is not None
+
+
+def test_an_honest_memory_bound_kernel_whose_inputs_dwarf_it_passes():
+    # measured on an H200: the Triton softmax over a 512 MiB input claimed 0.2811 ms; the judge's block of
+    # 178 calls lasted 693.71 ms, of which it measured 558.64 ms making inputs and checksums on its side
+    measure = timing.BlockMeasure(calls=178, wall_ms=693.71, generation_ms=500.0, checksum_ms=58.64,
+                                  round_trip_ms=0.04)
+    assert timing.block_inconsistency(0.2811, measure) is None
+
+
+def test_a_tenth_of_the_time_is_still_caught_when_inputs_are_cheap():
+    # a 2.7 ms matmul with 64 MiB inputs (0.3 ms a set to make and checksum) claiming 0.27 ms
+    measure = _block(2.7, calls=20, generation_ms=4.0, checksum_ms=2.0)
+    reason = timing.block_inconsistency(0.27, measure)
+    assert reason is not None and "generation and checksums subtracted" in reason
 
 
 def test_host_launch_cost_of_a_tiny_kernel_is_inside_the_slack():
@@ -433,7 +450,6 @@ def test_an_honest_kernel_passes_the_block_and_both_times_are_recorded():
     assert result.status == "ok", (result.reason, result.feedback[-600:])
     assert result.judge_ms_per_call is not None and result.judge_ms_per_call > 0
     assert any(f.startswith("the judge's clock:") for f in result.flags)
-    assert result.judge_ms_per_call <= result.timing.median_ms * timing.BLOCK_MARGIN + timing.BLOCK_SLACK_MS
 
 
 @pytest.mark.gpu
@@ -451,7 +467,7 @@ def test_eager_is_timed_by_the_judge_after_the_candidate_process_ended():
 @pytest.mark.gpu
 def test_a_process_that_claims_a_tenth_of_its_time_is_caught_by_the_block():
     # The forger computes right answers (with torch: nothing in its process checks it) and reports a
-    # median of 0.01 ms, but spends 2 ms per call in the block: only the judge's clock can see that.
+    # median of 0.01 ms, but spends 5 ms per call in the block: only the judge's clock can see that.
     config = VerifyConfig(device="cuda", baselines=False, reps=30, timing="events", timeout_s=120)
     process = CandidateProcess(prestart=False, argv=FORGER)
     try:
@@ -460,7 +476,7 @@ def test_a_process_that_claims_a_tenth_of_its_time_is_caught_by_the_block():
         process.close()
     assert result.status == "rejected", (result.status, result.reason)
     assert result.reason.startswith("timing inconsistent: claimed 0.0100 ms per call"), result.reason
-    assert result.judge_ms_per_call is not None and result.judge_ms_per_call > 1.0
+    assert result.judge_ms_per_call is not None and result.judge_ms_per_call > 3.0
 
 
 def test_the_torch_profilers_start_and_stop_lines_are_not_the_candidates_output():

@@ -12,7 +12,7 @@ The job's "source" names the lie (the judge passes the source through untouched)
     honest-copy  every forward returns its first input unchanged (right only for an identity task)
     pair-copy    every forward returns a tuple of two copies of its first input
     fast-claim   (GPU, softmax) right answers computed with torch, a claimed median of 0.01 ms, and
-                 2 ms of sleep per call of a timing block
+                 5 ms of sleep per call of a timing block
 """
 
 import json
@@ -80,7 +80,7 @@ def block_reply(job: dict, request: dict) -> dict:
     for k in range(request["calls"]):
         x = make_inputs(gen, block_seed(request["seed"], k), "cuda")[0]
         sums.append([float(timing.weighted_checksum(torch.softmax(x, dim=-1), weights))])
-        time.sleep(0.002)
+        time.sleep(0.005)
     return {"reply": "block", "problem": None, "checksums": sums}
 
 
