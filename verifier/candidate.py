@@ -324,8 +324,17 @@ class _State:
 
         from verifier import tensorfile
 
-        given = [tensorfile.read(a["tensor"], max_bytes=1 << 40).to(self.device) if "tensor" in a else a["value"]
-                 for a in request["inputs"]]
+        spec, sums = request["inputs"], []
+        if isinstance(spec, dict):   # made here from the judge's seed: no tensor travels (verifier.wire)
+            from verifier import timing
+            from verifier.inputs import input_fn, make_inputs
+
+            given = make_inputs(input_fn(self.task_mod, self.device), spec["seed"], self.device)
+            weights = timing.checksum_weights(spec["seed"], self.device)
+            sums = [float(timing.weighted_checksum(x, weights)) for x in given if type(x) is torch.Tensor]
+        else:
+            given = [tensorfile.read(a["tensor"], max_bytes=1 << 40).to(self.device) if "tensor" in a
+                     else a["value"] for a in spec]
         into = request["into"]
         target = {"last": self.last_inputs, "timing": self.timing_buffers}.get(into)
         if target is not None:
@@ -341,7 +350,7 @@ class _State:
         if into == "fresh":
             self.last_inputs = xs
         return {**_write_outputs(out, request["out"]), "launches": n_launch,
-                "aten_ops": [str(o)[:200] for o in ops]}
+                "aten_ops": [str(o)[:200] for o in ops], "input_checksums": sums}
 
     # -- the in-process timing loop (GPU)
 

@@ -11,8 +11,10 @@ verifier.verify.verify() calls it after the static checks. The judge:
    an init seed drawn for this verification (the candidate's ModelNew is built under the same one);
 2. sends the reference's parameters as tensor files (verifier.tensorfile) for the candidate process to
    copy into its ModelNew;
-3. correctness: for each trial, generates inputs from a seed the candidate process is never sent
-   (config.seed + trial, then hidden seeds drawn from the OS), sends them as files, runs the reference
+3. correctness: for each trial, generates inputs from a seed (config.seed + trial, then hidden seeds
+   drawn from the OS) and sends that seed only when the call is due: the candidate process makes the
+   same inputs itself and reports their checksums, which must be the judge's (else, and from then on,
+   the inputs go as files: a task whose get_inputs() is not a function of torch's seed); runs the reference
    with TF32 off (its parameters checked unchanged before every call), reads the candidate's outputs
    back (dtype, shape, byte count validated) and compares them (verifier.correctness.compare_outputs).
    On a CPU a last call refills the same input tensors from a hidden seed;
@@ -228,6 +230,7 @@ class _Session:
         self.candidate_phases: dict[str, float] = {}
         self.step = "starting"
         self.requests = 0
+        self.seeded_inputs = True   # inputs travel as seeds until the candidate's making of them differs
         self.ran = False
         self.trials = 0
         self.aten_ops: list[str] = []
@@ -436,9 +439,20 @@ class _Session:
             self.candidate_phases[name] = secs * scale
         self._last = time.perf_counter()
 
-    def forward(self, xs, during: str, into: str = "fresh"):
-        """One call of the candidate on xs: (its outputs, the reference's), after the candidate said no problem."""
-        spec = self.write_inputs(xs)
+    def forward(self, xs, during: str, into: str = "fresh", seed: int | None = None):
+        """One call of the candidate on xs: (its outputs, the reference's), after the candidate said no problem.
+
+        seed: the seed xs were made from (self.inputs). The candidate process then makes them itself from the
+        seed, sent only now, instead of reading them from files: half the bytes of a call stop travelling.
+        The checksums it reports of what it made are compared with the judge's own; where they differ (a
+        task whose get_inputs() is not a function of torch's seed: torch.empty, Python's random), the call
+        is made again with the inputs as files, and so is every later one."""
+        seeded = seed is not None and self.seeded_inputs
+        if seeded:
+            self.requests += 1
+            spec: list | dict = {"seed": seed}
+        else:
+            spec = self.write_inputs(xs)
         prefix = self._path(f"out-{self.requests}")
         self.send("forward", during, inputs=spec, into=into, out=prefix, during=during)
         ref_out = self.reference(xs)
@@ -446,12 +460,40 @@ class _Session:
         self._cleanup_inputs()
         self.ran = True
         self.aten_ops = [cap(op, 100) for op in reply["aten_ops"][:50]]
+        if seeded and not self.same_inputs(xs, seed, reply["input_checksums"]):
+            self.seeded_inputs = False
+            self.flags.append("inputs sent as files: the candidate process's own making of them from a seed "
+                              "differed from the judge's (the task's get_inputs() is not a function of torch's seed)")
+            for j, _ in enumerate(reply["outputs"]):
+                with contextlib.suppress(OSError):
+                    os.unlink(f"{prefix}-{j}.t")
+            return self.forward(xs, during, into)
         return self.read_outputs(reply["outputs"], reply["sequence"], prefix, ref_out), ref_out
 
-    def check(self, xs, during: str, what: str, into: str = "fresh") -> None:
+    def same_inputs(self, xs, seed: int, theirs: list) -> bool:
+        """Whether the candidate process's checksums of the inputs it made from seed are those of xs."""
+        import torch
+
+        from verifier import timing
+
+        tensors = [x for x in xs if isinstance(x, torch.Tensor)]
+        if len(theirs) != len(tensors):
+            return False
+        weights = timing.checksum_weights(seed, tensors[0].device) if tensors else None
+        for x, their in zip(tensors, theirs):
+            mine = float(timing.weighted_checksum(x, weights))
+            if not (math.isfinite(mine) and math.isfinite(their)):   # a NaN or inf hides the rest: use files
+                return False
+            # the same code on the same device gives the same sum; the slack is for a reordered reduction
+            scale = float(x.detach().abs().to(torch.float64).sum())
+            if abs(their - mine) > 1e-9 * (scale + 1.0):
+                return False
+        return True
+
+    def check(self, xs, during: str, what: str, into: str = "fresh", seed: int | None = None) -> None:
         from verifier.correctness import compare_outputs
 
-        cand, ref = self.forward(xs, during, into)
+        cand, ref = self.forward(xs, during, into, seed)
         problem = compare_outputs(cand, ref, self.task.atol, self.task.rtol)
         if problem:
             raise _Decided("mismatch", f"{what}: {problem.reason}", problem.feedback)
@@ -462,7 +504,7 @@ class _Session:
         seed = self.config.seed
         for trial in range(self.config.trials):
             xs = self.inputs(seed + trial)
-            self.check(xs, "ModelNew.forward", f"trial {trial + 1} (seed {seed + trial})")
+            self.check(xs, "ModelNew.forward", f"trial {trial + 1} (seed {seed + trial})", seed=seed + trial)
             self.trials = trial + 1
         self.mark("correctness trials (first call compiles)")
 
@@ -471,10 +513,11 @@ class _Session:
 
         Same tensors, same pointers, same id()s in the candidate process: a result cached by pointer, id,
         shape or call count is now stale, and inputs from a seed nobody knew defeat precomputed outputs."""
-        xs = self.inputs(secrets.randbelow(2**31 - 1))
+        hidden = secrets.randbelow(2**31 - 1)
+        xs = self.inputs(hidden)
         self.check(xs, "ModelNew.forward (hidden re-check)",
                    "hidden re-check (the same input tensors refilled from a hidden seed)",
-                   into="last" if self.trials else "fresh")
+                   into="last" if self.trials else "fresh", seed=hidden)
         self.mark("hidden re-check")
 
     def time_on_gpu(self) -> None:
@@ -485,12 +528,14 @@ class _Session:
         t_cand = self.timed("candidate")
         self.mark("time candidate")
 
-        xs = self.inputs(secrets.randbelow(2**31 - 1))
+        after = secrets.randbelow(2**31 - 1)
+        xs = self.inputs(after)
         self.check(xs, "ModelNew.forward (after timing)",
-                   f"after {t_cand.reps + config.warmup} timed calls the output is wrong", into="timing")
+                   f"after {t_cand.reps + config.warmup} timed calls the output is wrong", into="timing", seed=after)
         for h in range(config.hidden_trials):
-            xs = self.inputs(secrets.randbelow(2**31 - 1))
-            self.check(xs, f"ModelNew.forward (hidden re-check {h + 1})", f"hidden re-check {h + 1}")
+            hidden = secrets.randbelow(2**31 - 1)
+            xs = self.inputs(hidden)
+            self.check(xs, f"ModelNew.forward (hidden re-check {h + 1})", f"hidden re-check {h + 1}", seed=hidden)
         self.mark("re-checks after timing")
         escaped = timing.escaped_stream(t_cand)
         if escaped:

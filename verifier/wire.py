@@ -9,8 +9,11 @@ never travel in a line: they are files in the exchange directory
 
 Requests (the judge writes them; the candidate process trusts them):
     {"op": "build", "init_seed": int, "params": [[name, file], ...]}
-    {"op": "forward", "inputs": [{"tensor": file} | {"value": v}, ...], "into": "fresh"|"last"|"timing",
-     "out": prefix, "during": str}
+    {"op": "forward", "inputs": [{"tensor": file} | {"value": v}, ...] | {"seed": int},
+     "into": "fresh"|"last"|"timing", "out": prefix, "during": str}
+    (inputs as {"seed": s}: the task's own get_inputs() under seed s, made by the candidate process on
+    its device, as the timing loop makes its fresh inputs; the seed is drawn or chosen when the call is
+    due, so it tells the process nothing the inputs themselves would not)
     {"op": "time", "seed": int, "reps": int, "warmup": int, "method": "graph"|"events", "out": prefix}
     {"op": "ping"}
     {"op": "block", "seed": int, "calls": int}
@@ -22,7 +25,8 @@ an unknown protocol"):
     every reply: {"reply": op, "problem": null | {"status": one of CANDIDATE_STATUSES, "reason": str,
                   "feedback": str}, ...}; with a problem, only "phases" may come along.
     build:   "filled": int, "phases": [[name, seconds], ...]
-    forward: "outputs": ["tensor" | {"value": v}, ...], "sequence": bool, "launches": int, "aten_ops": [str]
+    forward: "outputs": ["tensor" | {"value": v}, ...], "sequence": bool, "launches": int, "aten_ops": [str],
+             "input_checksums": [float per tensor input] (inputs made from a seed; [] for files)
              (output j, when "tensor", is the file f"{prefix}-{j}.t")
     time:    "timing": {Timing's fields}, "note": str, "checked": [{"rep": int, "outputs": [...],
              "sequence": bool}] (the i-th checked call's output j is f"{prefix}-c{i}-{j}.t")
@@ -138,6 +142,10 @@ def _checksums(v) -> bool:
         type(c) is list and len(c) <= 64 and all(type(x) in (int, float) for x in c) for c in v)
 
 
+def _floats(v) -> bool:
+    return type(v) is list and len(v) <= 64 and all(type(x) in (int, float) for x in v)
+
+
 def _strings(v) -> bool:
     return type(v) is list and len(v) <= 200 and all(type(s) is str and len(s) <= 200 for s in v)
 
@@ -145,7 +153,7 @@ def _strings(v) -> bool:
 REPLY_FIELDS = {
     "build": {"filled": _is_int, "phases": _phases},
     "forward": {"outputs": _outputs, "sequence": lambda v: type(v) is bool, "launches": _is_int,
-                "aten_ops": _strings},
+                "aten_ops": _strings, "input_checksums": _floats},
     "time": {"timing": _timing, "note": lambda v: type(v) is str and len(v) <= 2000, "checked": _checked},
     "ping": {},
     "block": {"checksums": _checksums},

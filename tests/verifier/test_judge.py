@@ -137,7 +137,7 @@ def test_a_symlink_or_a_pipe_is_not_a_tensor_file(tmp_path):
 
 
 GOOD_FORWARD = {"reply": "forward", "problem": None, "outputs": ["tensor"], "sequence": False, "launches": 1,
-                "aten_ops": []}
+                "aten_ops": [], "input_checksums": []}
 
 
 @pytest.mark.parametrize("message, words", [
@@ -288,6 +288,34 @@ def test_a_forged_success_is_not_ok(mode, status, words, tmp_path):
     result = _forged(mode, tmp_path)
     assert result.status == status, (result.status, result.reason)
     assert words in result.reason, result.reason
+
+
+def test_inputs_travel_as_a_seed_the_candidate_process_makes_them_from():
+    # the forger answers right only for inputs it made from the seed: files would get zeros
+    result = _forged("seeded-softmax", None)
+    assert result.status == "ok", (result.status, result.reason)
+    assert not any(f.startswith("inputs sent as files") for f in result.flags), result.flags
+
+
+def test_inputs_the_candidate_process_made_otherwise_are_sent_again_as_files():
+    # its checksums of the inputs made from the seed disagree with the judge's: files from then on
+    result = _forged("seeded-lie", None)
+    assert result.status == "ok", (result.status, result.reason)
+    assert any(f.startswith("inputs sent as files") for f in result.flags), result.flags
+
+
+def test_an_honest_kernel_passes_where_the_task_makes_its_inputs_from_the_clock(tmp_path):
+    # get_small_inputs() is not a function of torch's seed: the two processes make different inputs, the
+    # judge notices from the checksums and sends files, and the honest kernel passes
+    source = (ROOT / "tasks" / "softmax.py").read_text().replace(
+        "    return [torch.randn(small_rows, small_cols)]",
+        "    import time\n    return [torch.randn(small_rows, small_cols) + (time.perf_counter_ns() % 1000) / 1000]")
+    assert source != (ROOT / "tasks" / "softmax.py").read_text()
+    task_path = tmp_path / "clock_softmax.py"
+    task_path.write_text(source)
+    result = verify(load_task(task_path), GOOD_SOFTMAX, CPU)
+    assert result.status == "ok", (result.status, result.reason, result.feedback[-400:])
+    assert any(f.startswith("inputs sent as files") for f in result.flags), result.flags
 
 
 PAIR_TASK = '''

@@ -11,6 +11,10 @@ The job's "source" names the lie (the judge passes the source through untouched)
     garbage      a forward reply that is not JSON
     honest-copy  every forward returns its first input unchanged (right only for an identity task)
     pair-copy    every forward returns a tuple of two copies of its first input
+    seeded-softmax  (softmax) makes its inputs from the judge's seed and answers right with torch; inputs
+                 sent as files get zeros
+    seeded-lie   (softmax) misreports the checksums of the inputs made from a seed (and answers zeros);
+                 inputs sent as files get right answers
     fast-claim   (GPU, softmax) right answers computed with torch, a claimed median of 0.01 ms, and
                  5 ms of sleep per call of a timing block
 """
@@ -26,23 +30,61 @@ from verifier import tensorfile
 from verifier.wire import CandidateEnd
 
 
-def forward_reply(mode: str, request: dict) -> dict | bytes:
+def seeded_input(job: dict, seed: int):
+    """The task's first input as the harness makes it from a seed (verifier.inputs), on the job's device."""
+    from verifier.inputs import input_fn, make_inputs
+    from verifier.task import import_task_module
+
+    mod = import_task_module(job["task_path"], "kgen_task")
+    return make_inputs(input_fn(mod, job["device"]), seed, job["device"])[0]
+
+
+def seeded_reply(job: dict, request: dict, mode: str) -> dict:
+    from verifier import timing
+
+    x = seeded_input(job, request["inputs"]["seed"])
+    weights = timing.checksum_weights(request["inputs"]["seed"], job["device"])
+    made = float(timing.weighted_checksum(x, weights))
+    if mode == "seeded-softmax":
+        out, sums = torch.softmax(x, dim=-1), [made]
+    else:   # seeded-lie: a wrong account of the inputs, and an output of other inputs
+        out, sums = torch.zeros_like(x), [made + 1.0]
+    tensorfile.write(f"{request['out']}-0.t", out)
+    return {"reply": "forward", "problem": None, "outputs": ["tensor"], "sequence": False, "launches": 1,
+            "aten_ops": [], "input_checksums": sums}
+
+
+def forward_reply(mode: str, request: dict, job: dict) -> dict | bytes:
+    if isinstance(request["inputs"], dict) and mode in ("seeded-softmax", "seeded-lie"):
+        return seeded_reply(job, request, mode)
+    if mode in ("seeded-softmax", "seeded-lie"):
+        # inputs as files: right for seeded-lie (the judge's fallback), zeros for seeded-softmax
+        first = tensorfile.read(request["inputs"][0]["tensor"], max_bytes=1 << 34)
+        out = torch.softmax(first, dim=-1) if mode == "seeded-lie" else torch.zeros_like(first)
+        tensorfile.write(f"{request['out']}-0.t", out)
+        return {"reply": "forward", "problem": None, "outputs": ["tensor"], "sequence": False, "launches": 1,
+                "aten_ops": [], "input_checksums": []}
+    if isinstance(request["inputs"], dict):
+        # inputs to make from a seed: it says it made none, so the judge sends them as files (its fallback)
+        return {"reply": "forward", "problem": None, "outputs": [], "sequence": False, "launches": 1,
+                "aten_ops": [], "input_checksums": []}
     first = tensorfile.read(request["inputs"][0]["tensor"], max_bytes=1 << 34)
     if mode == "fast-claim":
         tensorfile.write(f"{request['out']}-0.t", torch.softmax(first.cuda(), dim=-1))
         return {"reply": "forward", "problem": None, "outputs": ["tensor"], "sequence": False, "launches": 1,
-                "aten_ops": []}
+                "aten_ops": [], "input_checksums": []}
     if mode == "no-outputs":
-        return {"reply": "forward", "problem": None, "outputs": [], "sequence": False, "launches": 1, "aten_ops": []}
+        return {"reply": "forward", "problem": None, "outputs": [], "sequence": False, "launches": 1, "aten_ops": [],
+                "input_checksums": []}
     if mode in ("zeros", "honest-copy"):
         tensorfile.write(f"{request['out']}-0.t", torch.zeros_like(first) if mode == "zeros" else first)
         return {"reply": "forward", "problem": None, "outputs": ["tensor"], "sequence": False, "launches": 1,
-                "aten_ops": []}
+                "aten_ops": [], "input_checksums": []}
     if mode == "pair-copy":
         for j in range(2):
             tensorfile.write(f"{request['out']}-{j}.t", first)
         return {"reply": "forward", "problem": None, "outputs": ["tensor", "tensor"], "sequence": True,
-                "launches": 1, "aten_ops": []}
+                "launches": 1, "aten_ops": [], "input_checksums": []}
     if mode == "ok-field":
         return {"reply": "forward", "status": "ok", "reason": "correct on every trial"}
     if mode == "ok-problem":
@@ -96,7 +138,7 @@ def main() -> None:
         if op == "build":
             reply = {"reply": "build", "problem": None, "filled": 0, "phases": []}
         elif op == "forward":
-            reply = forward_reply(mode, request)
+            reply = forward_reply(mode, request, job)
         elif op == "time":
             reply = time_reply(job, request)
         elif op == "block":
