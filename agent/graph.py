@@ -20,6 +20,12 @@
   better kernel, the token, dollar or wall-clock budget, or when the proposer
   has nothing new to try.
 
+When the loop has ended, the run's best kernel gets the ncu cross-check (profiler/crosscheck.py:
+its claimed time against Nsight Compute's device time for its kernels, on a GPU with ncu; elsewhere
+"not run" and why). A claim ncu shows impossible rejects that attempt, and the next best passing
+one is checked in its place (at most MAX_CROSS_CHECKS); the outcome is on the attempt's verdict
+(`VerifyResult.ncu_check`) and on the run (`Run.best_ncu_check`).
+
 State is plain JSON (dicts and lists) and checkpointed after every node in
 `results/checkpoints.sqlite` with the run id as thread id, so
 `kgen optimize --resume RUN_ID` continues from the last completed step.
@@ -35,7 +41,7 @@ writers of one checkpointed schema (LoopState); kept together, a field's every
 use is in one file. The analysis, the proposers and the run's bookkeeping live
 in agent/analysis.py, agent/proposers/ and agent/lifecycle.py.
 
-Dependencies are injected (`proposer`, `verify_fn`, `profile_fn`), so the same
+Dependencies are injected (`proposer`, `verify_fn`, `profile_fn`, `crosscheck_fn`), so the same
 loop runs with the real verifier and profiler, or with any others that keep
 their signatures. The default verify_fn takes each candidate's sandboxed worker
 from a `verifier.verify.WorkerPool`: started ahead, once the analysis is done and
@@ -58,22 +64,24 @@ from typing import Any, Callable, TypedDict
 
 from agent.analysis import Analysis, analysis_line, analyze_task, device_and_gpu
 from agent.config import OptimizeConfig
-from agent.lifecycle import finish_run, record_best, start_run
+from agent.lifecycle import clear_best, finish_run, record_best, start_run
 from agent.live import LoopEvent
 from agent.proposers import make_proposer
 from agent.proposers.base import AttemptSummary, Proposal, ProposeContext, Proposer, ProposerError
 from agent.records import Attempt, Run
 from agent.store import Store, utc_now
 from profiler.records import Diagnosis
-from verifier.records import Task, VerifyConfig, VerifyResult
+from verifier.records import NcuCheck, Task, VerifyConfig, VerifyResult
 
 VerifyFn = Callable[[Task, str, VerifyConfig], VerifyResult]
 ProfileFn = Callable[[Task, str], "Diagnosis | None"]
+CrossCheckFn = Callable[[Task, str, VerifyResult], NcuCheck]   # profiler.crosscheck.cross_check's signature
 AnalyzeFn = Callable[..., "Analysis"]   # analyze_task's signature: where the analysis (and baselines) run
 EventFn = Callable[[LoopEvent], None]
 
 _DEFAULT: Any = object()           # "build the default": distinct from an explicit None
 MIN_GAIN = 0.01                    # a new best must be this much faster (fraction of the best's time)
+MAX_CROSS_CHECKS = 3               # best kernels the end of a run cross-checks with ncu, at most (~15 s each)
 
 
 class LoopState(TypedDict, total=False):
@@ -111,6 +119,18 @@ def default_profile_fn(device: str, config: OptimizeConfig) -> ProfileFn | None:
         return profile_candidate(task, source, timeout_s=config.verify_timeout_s)
 
     return profile
+
+
+def default_crosscheck_fn(device: str, config: OptimizeConfig) -> CrossCheckFn | None:
+    """The ncu cross-check on a GPU; None without one (nothing was timed, so no claim to check)."""
+    if device != "cuda":
+        return None
+    from profiler.crosscheck import cross_check
+
+    def check(task: Task, source: str, result: VerifyResult) -> NcuCheck:
+        return cross_check(task, source, result, timeout_s=config.verify_timeout_s)
+
+    return check
 
 
 # ---- the loop --------------------------------------------------------------------------------
@@ -151,7 +171,8 @@ class OptimizeLoop:
 
     def __init__(self, *, task: Task, config: OptimizeConfig, proposer: Proposer, store: Store, run: Run,
                  verify_fn: VerifyFn, profile_fn: ProfileFn | None, verify_config: VerifyConfig,
-                 on_event: EventFn | None = None, wall_before_s: float = 0.0, analyze_fn: AnalyzeFn | None = None):
+                 on_event: EventFn | None = None, wall_before_s: float = 0.0, analyze_fn: AnalyzeFn | None = None,
+                 crosscheck_fn: CrossCheckFn | None = None, no_crosscheck: str = ""):
         self.task = task
         self.analyze_fn = analyze_fn or analyze_task
         self.config = config
@@ -160,6 +181,9 @@ class OptimizeLoop:
         self.run = run
         self.verify_fn = verify_fn
         self.profile_fn = profile_fn
+        self.crosscheck_fn = crosscheck_fn
+        # why there is no crosscheck_fn, as the check's "not run" reason says it
+        self.no_crosscheck = no_crosscheck or "nothing was timed (no GPU): no claimed time to check"
         self.verify_config = verify_config
         self.on_event = on_event
         self.timed = run.device == "cuda"
@@ -439,6 +463,66 @@ class OptimizeLoop:
         return {"stale_rounds": stale, "wall_s": wall, "stop_reason": reason}
 
 
+    # -- after the graph --
+
+    def cross_check_best(self, state: LoopState) -> "BestKernel | None":
+        """The ncu cross-check on the run's best kernel; the best kernel that survives it (None: none does).
+
+        An attempt checked before (a resumed run) is not checked again. An inconsistent claim rejects the
+        attempt in the store and the next best passing attempt is checked, MAX_CROSS_CHECKS in all."""
+        from profiler.crosscheck import apply_ncu_check
+
+        best = _best(state)
+        for _ in range(MAX_CROSS_CHECKS):
+            if best is None:
+                return None
+            attempt = self.store.load_attempt(self.run.run_id, best.number)
+            if attempt is None or attempt.verify is None:
+                return best
+            check = attempt.verify.ncu_check
+            if check is None:
+                check = self._check(best, attempt)
+                apply_ncu_check(attempt.verify, check)
+                if check.status == "inconsistent":
+                    attempt.status, attempt.reason = "rejected", check.reason
+                    attempt.median_ms = attempt.speedup = attempt.sol_pct = None
+                self.store.save_attempt(self.run, attempt, source=None)
+                self.emit("crosscheck", round=state.get("round", 0), attempt=attempt, message=check.line)
+            self.run.best_ncu_check = check.line
+            if check.status != "inconsistent":
+                return best
+            best = self._next_best()
+            if best is None:
+                clear_best(self.store, self.run)
+                return None
+            record_best(self.store, self.run, self.store.load_attempt(self.run.run_id, best.number), best.source)
+        self.run.best_ncu_check = (f"ncu cross-check: not run (the best {MAX_CROSS_CHECKS} kernels were rejected "
+                                   f"by it; attempt {best.number} was not checked)") if best else ""
+        self.store.save_run(self.run)
+        return best
+
+    def _check(self, best: "BestKernel", attempt: Attempt) -> NcuCheck:
+        from profiler.crosscheck import not_run
+
+        if self.crosscheck_fn is None or best.source is None:
+            return not_run(self.no_crosscheck if best.source is not None else "the kernel's source is not stored")
+        try:
+            return self.crosscheck_fn(self.task, best.source, attempt.verify)
+        except Exception as exc:  # noqa: BLE001 - a check that failed is a check not made, never a pass
+            return not_run(f"the cross-check failed: {type(exc).__name__}: {str(exc)[:200]}")
+
+    def _next_best(self) -> "BestKernel | None":
+        """The best passing attempt in the store now (a rejected one no longer passes)."""
+        passing = [a for a in self.store.load_attempts(self.run.run_id) if a.passed]
+        if not passing:
+            return None
+        timed = [a for a in passing if a.median_ms is not None]
+        a = min(timed, key=lambda a: a.median_ms) if timed else passing[0]
+        return BestKernel(number=a.number, source=self.store.attempt_text(self.run.run_id, a.number, "kernel.py"),
+                          median_ms=a.median_ms, speedup=a.speedup, speedups=a.speedups, sol_pct=a.sol_pct,
+                          note=a.note)
+
+
 # ---- one run, start to end --------------------------------------------------------------------
 
 
@@ -471,11 +555,12 @@ def optimize(task_path: str | Path | None, config: OptimizeConfig, *, resume: st
              proposer: Proposer | None = None, verify_fn: VerifyFn | None = None,
              profile_fn: ProfileFn | None = _DEFAULT, on_event: EventFn | None = None,
              store: Store | None = None, analyze_fn: AnalyzeFn | None = None,
-             machine: tuple[str, str] | None = None) -> Run:
+             machine: tuple[str, str] | None = None, crosscheck_fn: CrossCheckFn | None = _DEFAULT) -> Run:
     """Run (or resume) the loop for one task; returns the stored Run.
 
     `machine`: the (device, GPU name) the GPU calls run on when they are not this process's (a cluster's:
-    agent.board.ray), with `analyze_fn`, `verify_fn` and `profile_fn` sending them there.
+    agent.board.ray), with `analyze_fn`, `verify_fn` and `profile_fn` sending them there; the ncu cross-check
+    of the best kernel runs only where given one then (`crosscheck_fn`), else it says "not run" and why.
 
     Raises TaskError for an unusable task file, ValueError for a bad device
     request, ProposerError when the proposer cannot be built. Once the run is
@@ -504,6 +589,11 @@ def optimize(task_path: str | Path | None, config: OptimizeConfig, *, resume: st
     proposer = proposer or make_proposer(config, task)
     if profile_fn is _DEFAULT:
         profile_fn = default_profile_fn(device, config)
+    no_crosscheck = ""
+    if crosscheck_fn is _DEFAULT:
+        crosscheck_fn = default_crosscheck_fn(device, config) if machine is None else None
+        if machine is not None and device == "cuda":
+            no_crosscheck = "the run's GPU work ran on a cluster's GPUs, where the ncu cross-check is not wired"
 
     if run is None:
         config = _resolved(config, proposer)
@@ -515,7 +605,8 @@ def optimize(task_path: str | Path | None, config: OptimizeConfig, *, resume: st
         store.save_run(run)
 
     try:
-        return _run_loop(task, config, store, run, proposer, device, verify_fn, profile_fn, on_event, analyze_fn)
+        return _run_loop(task, config, store, run, proposer, device, verify_fn, profile_fn, on_event, analyze_fn,
+                         crosscheck_fn, no_crosscheck)
     except KeyboardInterrupt:
         # NOTE: Ctrl-C (or SIGTERM/SIGHUP, agent.cli) before the loop's own handler is in place: the run is
         # stored already, so it must not stay "running"
@@ -530,7 +621,7 @@ def optimize(task_path: str | Path | None, config: OptimizeConfig, *, resume: st
 
 def _run_loop(task, config: OptimizeConfig, store: Store, run: Run, proposer: Proposer, device: str,
               verify_fn: VerifyFn | None, profile_fn: ProfileFn | None, on_event: EventFn | None,
-              analyze_fn: AnalyzeFn | None) -> Run:
+              analyze_fn: AnalyzeFn | None, crosscheck_fn: CrossCheckFn | None = None, no_crosscheck: str = "") -> Run:
     """The stored run's loop, from its verifier's set-up to its end."""
     verify_config = config.verify_config(device, store.root)
     conn, saver = _checkpointer(store)
@@ -545,7 +636,7 @@ def _run_loop(task, config: OptimizeConfig, store: Store, run: Run, proposer: Pr
     loop = OptimizeLoop(task=task, config=config, proposer=proposer, store=store, run=run,
                         verify_fn=pool.verify if pool else verify_fn, profile_fn=profile_fn,
                         verify_config=verify_config, on_event=on_event, wall_before_s=run.wall_s,
-                        analyze_fn=analyze_fn)
+                        analyze_fn=analyze_fn, crosscheck_fn=crosscheck_fn, no_crosscheck=no_crosscheck)
     with closing(conn), (pool or nullcontext()):
         app = loop.build(saver)
         thread = {"configurable": {"thread_id": run.run_id},
@@ -573,8 +664,13 @@ def _run_loop(task, config: OptimizeConfig, store: Store, run: Run, proposer: Pr
         except Exception as exc:
             _finish(store, run, loop, "failed", f"kgen failed: {type(exc).__name__}: {exc}")
             raise
+        before = _best(final)
+        best = loop.cross_check_best(final)
+        if (best and best.number) != (before and before.number):
+            # NOTE: the checkpoint's best follows the store's, or a resumed run would race a rejected kernel
+            app.update_state(thread, {"best": dataclasses.asdict(best) if best else None, "diagnosis": None,
+                                      "diagnosis_text": None}, as_node="decide")
 
-    best = _best(final)
     if loop.goal_met(best) is not None:
         status = "succeeded"
     elif best is not None:
@@ -582,6 +678,8 @@ def _run_loop(task, config: OptimizeConfig, store: Store, run: Run, proposer: Pr
     else:
         status = "failed"
     reason = final.get("stop_reason") or ""
+    if before is not None and (best is None or best.number != before.number):
+        reason += f"; attempt {before.number}'s claimed time was rejected by the ncu cross-check"
     if best is None:
         reason = f"no correct kernel: {reason}" if reason else "no correct kernel"
     return _finish(store, run, loop, status, reason)

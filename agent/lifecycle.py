@@ -1,6 +1,6 @@
 """A run's bookkeeping in the store, the same for every way a run is made: started, a new best, finished.
 
-    from agent.lifecycle import finish_run, record_best, start_run
+    from agent.lifecycle import clear_best, finish_run, record_best, start_run
     run = start_run(store, task, config, proposer="none", device="cpu", gpu="")
     ...store.save_attempt(run, attempt, source=source)...
     record_best(store, run, attempt, source)
@@ -36,6 +36,13 @@ def record_best(store: Store, run: Run, attempt: Attempt, source: str) -> None:
     run.best_attempt = attempt.number
     run.best_speedup, run.best_ms, run.best_sol_pct = attempt.speedup, attempt.median_ms, attempt.sol_pct
     store.save_best(run, source)
+    store.save_run(run)
+
+
+def clear_best(store: Store, run: Run) -> None:
+    """The run has no best kernel (any more): its figures cleared, best.py removed."""
+    run.best_attempt = run.best_speedup = run.best_ms = run.best_sol_pct = None
+    store.drop_best(run)
     store.save_run(run)
 
 
