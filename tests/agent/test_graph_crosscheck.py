@@ -137,3 +137,33 @@ def test_a_failing_check_is_not_run_not_a_pass(tmp_path, task_path):
     run, store = run_loop(tmp_path, task_path, broken)
     assert run.best_ncu_check == "ncu cross-check: not run (the cross-check failed: OSError: ncu vanished)"
     assert run.best_attempt == 2
+
+
+MEDIUM = "# claimed 0.25 ms\nclass ModelNew: pass\n"
+CLAIMED_MS[MEDIUM] = 0.25
+
+
+class SecondRound(OneRound):
+    """Round one's kernels, then one more in round two."""
+
+    def propose(self, ctx):
+        return [Proposal(source=MEDIUM)] if ctx.round == 2 else super().propose(ctx)
+
+
+def test_a_resumed_run_races_the_kernel_that_survived_not_the_rejected_one(tmp_path, task_path):
+    ncu = FakeNcu({SLOW: 0.28, FAST: 0.40, MEDIUM: 0.24})
+    run, store = run_loop(tmp_path, task_path, ncu)
+    assert run.best_attempt == 1
+    config = OptimizeConfig(results_dir=str(tmp_path / "results"), device="cpu", candidates=2, max_iters=2,
+                            keep_going=True)
+    profiled = []
+    resumed = optimize(None, config, resume=run.run_id, proposer=SecondRound(), verify_fn=claimed,
+                       profile_fn=lambda task, source: profiled.append(source),
+                       analyze_fn=lambda *args: Analysis(gpu="NVIDIA H200"), machine=("cuda", "NVIDIA H200"),
+                       crosscheck_fn=ncu)
+    # 0.25 ms beats the surviving 0.30 ms in the loop itself (so it is profiled as its new best); against the
+    # rejected 0.20 ms it would not have
+    assert profiled == [MEDIUM]
+    assert resumed.best_attempt == 3 and store.best_source(run.run_id) == MEDIUM
+    assert ncu.checked == [FAST, SLOW, MEDIUM]                      # nothing checked twice
+    assert resumed.best_ncu_check.startswith("ncu cross-check: consistent (claimed 0.2500 ms")
