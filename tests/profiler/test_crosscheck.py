@@ -223,3 +223,15 @@ def test_no_kernel_in_the_range_is_not_run_never_a_pass(task, tmp_path, monkeypa
     ncu = stand_in_ncu(tmp_path, monkeypatch, "==PROF== Disconnected from process 52\n")
     check = cross_check(task, KERNEL, timed(0.0300), ncu=ncu, timeout_s=60)
     assert check.status == "not_run" and "ncu timed no kernel" in check.reason
+
+
+def test_a_kernel_that_fails_under_ncu_is_not_run_with_its_error(task, tmp_path, monkeypatch):
+    ncu = stand_in_ncu(tmp_path, monkeypatch, page([("softmax", {})] * PROFILED_CALLS))
+    script = Path(ncu)
+    # the profiled child's own report, as profiler/ncu_child.py writes it when the candidate raises
+    script.write_text(script.read_text() + '''
+job = json.load(open(args[-1]))
+json.dump({"device": "NVIDIA H200", "work": None, "error": "RuntimeError: boom"}, open(job["result_path"], "w"))
+''')
+    check = cross_check(task, KERNEL, timed(0.0300), ncu=ncu, timeout_s=60)
+    assert check.status == "not_run" and check.reason == "the candidate failed under ncu: RuntimeError: boom"
