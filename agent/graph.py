@@ -462,7 +462,6 @@ class OptimizeLoop:
         self.store.save_run(self.run)
         return {"stale_rounds": stale, "wall_s": wall, "stop_reason": reason}
 
-
     # -- after the graph --
 
     def cross_check_best(self, state: LoopState) -> "BestKernel | None":

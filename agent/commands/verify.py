@@ -89,7 +89,7 @@ def run(args) -> int:
     if args.strict:
         problem = strict_refusal(args.device)
         if problem:
-            print(f"kgen: error: --strict: {problem}; without --strict the kernel is verified without it",
+            print(f"kgen: error: --strict: {problem}; without --strict, kgen verify gives the verdict without it",
                   file=sys.stderr)
             return 2
     with prestart_worker() as worker:
