@@ -440,7 +440,7 @@ def weighted_checksum(t: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
 # judge's block still bounds the claim.
 
 NCU_MARGIN = 1.25       # a claim up to 1.25x shorter than ncu's device time passes (see above)
-NCU_SLACK_MS = 0.002    # and 2 us more: a forward of a few microseconds is within ncu's own resolution
+NCU_SLACK_MS = 0.002    # and 2 us more, for forwards of a few microseconds (chosen, not measured)
 
 
 def ncu_floor_ms(ncu_ms: float, margin: float = NCU_MARGIN, slack_ms: float = NCU_SLACK_MS) -> float:
@@ -469,12 +469,12 @@ def ncu_check(claimed_ms: float, ncu_ms: float, *, kernels: int, streams: int, c
     """The NcuCheck record for a claim and ncu's device time: "consistent" or "inconsistent", both numbers in it."""
     reason = ncu_inconsistency(claimed_ms, ncu_ms, kernels=kernels, streams=streams, margin=margin,
                                slack_ms=slack_ms)
+    status = "consistent" if reason is None else "inconsistent"
     if reason is None:
         on = f" on {streams} streams" if streams > 1 else ""
         reason = (f"claimed {claimed_ms:.4f} ms per call, Nsight Compute measured {ncu_ms:.4f} ms of device time "
                   f"over {kernels} kernel launch{'' if kernels == 1 else 'es'}{on} (mean of {calls} call"
                   f"{'' if calls == 1 else 's'}); a claim below {ncu_floor_ms(ncu_ms, margin, slack_ms):.4f} ms "
                   f"((ncu - {slack_ms:g} ms) / {margin:g}) would have been rejected")
-    return NcuCheck(status="inconsistent" if reason.startswith("timing inconsistent") else "consistent",
-                    reason=reason, claimed_ms=claimed_ms, ncu_ms=ncu_ms, margin=margin, kernels=kernels,
+    return NcuCheck(status=status, reason=reason, claimed_ms=claimed_ms, ncu_ms=ncu_ms, margin=margin, kernels=kernels,
                     streams=streams, calls=calls)
