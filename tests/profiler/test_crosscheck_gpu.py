@@ -71,3 +71,23 @@ def test_an_exploit_that_under_reports_its_time_is_rejected_under_strict(capsys)
     assert code == 1 and result["status"] == "rejected", result["reason"]
     # rejected before any time was believed: the static checks or the integrity guard, else the ncu check
     assert ("monkey-patch" in result["reason"] or result["reason"].startswith("timing inconsistent")), result["reason"]
+
+
+HONEST = sorted(p.stem for p in (ROOT / "tests" / "verifier" / "candidates" / "good").glob("*.py")
+                if (ROOT / "tasks" / p.name).exists())
+
+
+@pytest.mark.parametrize("name", HONEST)
+def test_no_honest_kernel_is_called_inconsistent(name):
+    # every known-good kernel of the suite, timed as the loop times it (graph replays), against ncu
+    from profiler.crosscheck import cross_check
+    from verifier.records import VerifyConfig
+    from verifier.task import load_task
+    from verifier.verify import verify
+
+    task = load_task(ROOT / "tasks" / f"{name}.py")
+    source = (ROOT / "tests" / "verifier" / "candidates" / "good" / f"{name}.py").read_text()
+    result = verify(task, source, VerifyConfig(device="cuda", baselines=False, reps=50))
+    assert result.status == "ok", result.reason
+    check = cross_check(task, source, result)
+    assert check.status == "consistent", check.reason
