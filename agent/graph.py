@@ -23,7 +23,7 @@
 When the loop has ended, the run's best kernel gets the ncu cross-check (profiler/crosscheck.py:
 its claimed time against Nsight Compute's device time for its kernels, on a GPU with ncu; elsewhere
 "not run" and why). A claim ncu shows impossible rejects that attempt, and the next best passing
-one is checked in its place (at most MAX_CROSS_CHECKS); the outcome is on the attempt's verdict
+one is checked in its place (agent.lifecycle.cross_check_best, as for a scored kernel); the outcome is on the attempt's verdict
 (`VerifyResult.ncu_check`) and on the run (`Run.best_ncu_check`).
 
 State is plain JSON (dicts and lists) and checkpointed after every node in
@@ -64,7 +64,7 @@ from typing import Any, Callable, TypedDict
 
 from agent.analysis import Analysis, analysis_line, analyze_task, device_and_gpu
 from agent.config import OptimizeConfig
-from agent.lifecycle import clear_best, finish_run, record_best, start_run
+from agent.lifecycle import NO_GPU, CrossCheckFn, cross_check_best, finish_run, record_best, start_run
 from agent.live import LoopEvent
 from agent.proposers import make_proposer
 from agent.proposers.base import AttemptSummary, Proposal, ProposeContext, Proposer, ProposerError
@@ -75,13 +75,11 @@ from verifier.records import NcuCheck, Task, VerifyConfig, VerifyResult
 
 VerifyFn = Callable[[Task, str, VerifyConfig], VerifyResult]
 ProfileFn = Callable[[Task, str], "Diagnosis | None"]
-CrossCheckFn = Callable[[Task, str, VerifyResult], NcuCheck]   # profiler.crosscheck.cross_check's signature
 AnalyzeFn = Callable[..., "Analysis"]   # analyze_task's signature: where the analysis (and baselines) run
 EventFn = Callable[[LoopEvent], None]
 
 _DEFAULT: Any = object()           # "build the default": distinct from an explicit None
 MIN_GAIN = 0.01                    # a new best must be this much faster (fraction of the best's time)
-MAX_CROSS_CHECKS = 3               # best kernels the end of a run cross-checks with ncu, at most (~15 s each)
 
 
 class LoopState(TypedDict, total=False):
@@ -183,7 +181,7 @@ class OptimizeLoop:
         self.profile_fn = profile_fn
         self.crosscheck_fn = crosscheck_fn
         # why there is no crosscheck_fn, as the check's "not run" reason says it
-        self.no_crosscheck = no_crosscheck or "nothing was timed (no GPU): no claimed time to check"
+        self.no_crosscheck = no_crosscheck or NO_GPU
         self.verify_config = verify_config
         self.on_event = on_event
         self.timed = run.device == "cuda"
@@ -465,61 +463,22 @@ class OptimizeLoop:
     # -- after the graph --
 
     def cross_check_best(self, state: LoopState) -> "BestKernel | None":
-        """The ncu cross-check on the run's best kernel; the best kernel that survives it (None: none does).
-
-        An attempt checked before (a resumed run) is not checked again. An inconsistent claim rejects the
-        attempt in the store and the next best passing attempt is checked, MAX_CROSS_CHECKS in all."""
-        from profiler.crosscheck import apply_ncu_check
-
-        best = _best(state)
-        for _ in range(MAX_CROSS_CHECKS):
-            if best is None:
-                return None
-            attempt = self.store.load_attempt(self.run.run_id, best.number)
-            if attempt is None or attempt.verify is None:
-                return best
-            check = attempt.verify.ncu_check
-            if check is None:
-                check = self._check(best, attempt)
-                apply_ncu_check(attempt.verify, check)
-                if check.status == "inconsistent":
-                    attempt.status, attempt.reason = "rejected", check.reason
-                    attempt.median_ms = attempt.speedup = attempt.sol_pct = None
-                self.store.save_attempt(self.run, attempt, source=None)
-                self.emit("crosscheck", round=state.get("round", 0), attempt=attempt, message=check.line)
-            self.run.best_ncu_check = check.line
-            if check.status != "inconsistent":
-                return best
-            best = self._next_best()
-            if best is None:
-                clear_best(self.store, self.run)
-                return None
-            record_best(self.store, self.run, self.store.load_attempt(self.run.run_id, best.number), best.source)
-        self.run.best_ncu_check = (f"ncu cross-check: not run (the best {MAX_CROSS_CHECKS} kernels were rejected "
-                                   f"by it; attempt {best.number} was not checked)") if best else ""
-        self.store.save_run(self.run)
-        return best
-
-    def _check(self, best: "BestKernel", attempt: Attempt) -> NcuCheck:
-        from profiler.crosscheck import not_run
-
-        if self.crosscheck_fn is None or best.source is None:
-            return not_run(self.no_crosscheck if best.source is not None else "the kernel's source is not stored")
-        try:
-            return self.crosscheck_fn(self.task, best.source, attempt.verify)
-        except Exception as exc:  # noqa: BLE001 - a check that failed is a check not made, never a pass
-            return not_run(f"the cross-check failed: {type(exc).__name__}: {str(exc)[:200]}")
-
-    def _next_best(self) -> "BestKernel | None":
-        """The best passing attempt in the store now (a rejected one no longer passes)."""
-        passing = [a for a in self.store.load_attempts(self.run.run_id) if a.passed]
-        if not passing:
+        """The ncu cross-check on the run's best kernel (agent.lifecycle.cross_check_best); the best kernel
+        that survives it, as the state keeps one (None: none does)."""
+        before = _best(state)
+        if before is None:
             return None
-        timed = [a for a in passing if a.median_ms is not None]
-        a = min(timed, key=lambda a: a.median_ms) if timed else passing[0]
-        return BestKernel(number=a.number, source=self.store.attempt_text(self.run.run_id, a.number, "kernel.py"),
-                          median_ms=a.median_ms, speedup=a.speedup, speedups=a.speedups, sol_pct=a.sol_pct,
-                          note=a.note)
+        survivor = cross_check_best(
+            self.store, self.run, self.task, self.crosscheck_fn, not_checked=self.no_crosscheck,
+            on_check=lambda a, check: self.emit("crosscheck", round=state.get("round", 0), attempt=a,
+                                                message=check.line))
+        if survivor is None:
+            return None
+        if survivor.number == before.number:
+            return before
+        return BestKernel(number=survivor.number, median_ms=survivor.median_ms, speedup=survivor.speedup,
+                          source=self.store.attempt_text(self.run.run_id, survivor.number, "kernel.py"),
+                          speedups=survivor.speedups, sol_pct=survivor.sol_pct, note=survivor.note)
 
 
 # ---- one run, start to end --------------------------------------------------------------------
