@@ -47,10 +47,12 @@ class DeviceTime:
     untimed: int           # launches ncu printed no duration for (counted as 0)
 
     def kernels_per_call(self, calls: int) -> int:
+        """Launches per forward call, rounded up (a forward need not launch the same kernels every call)."""
         return math.ceil(self.launches / max(calls, 1))
 
 
 def not_run(reason: str) -> NcuCheck:
+    """The check not made, and why: what a verdict then says ("ncu cross-check: not run (why)")."""
     return NcuCheck(status="not_run", reason=reason)
 
 
