@@ -20,6 +20,12 @@
   better kernel, the token, dollar or wall-clock budget, or when the proposer
   has nothing new to try.
 
+When the loop has ended, the run's best kernel gets the ncu cross-check (profiler/crosscheck.py:
+its claimed time against Nsight Compute's device time for its kernels, on a GPU with ncu; elsewhere
+"not run" and why). A claim ncu shows impossible rejects that attempt, and the next best passing
+one is checked in its place (agent.lifecycle.cross_check_best, as for a scored kernel); the outcome is on the attempt's verdict
+(`VerifyResult.ncu_check`) and on the run (`Run.best_ncu_check`).
+
 State is plain JSON (dicts and lists) and checkpointed after every node in
 `results/checkpoints.sqlite` with the run id as thread id, so
 `kgen optimize --resume RUN_ID` continues from the last completed step.
@@ -35,7 +41,7 @@ writers of one checkpointed schema (LoopState); kept together, a field's every
 use is in one file. The analysis, the proposers and the run's bookkeeping live
 in agent/analysis.py, agent/proposers/ and agent/lifecycle.py.
 
-Dependencies are injected (`proposer`, `verify_fn`, `profile_fn`), so the same
+Dependencies are injected (`proposer`, `verify_fn`, `profile_fn`, `crosscheck_fn`), so the same
 loop runs with the real verifier and profiler, or with any others that keep
 their signatures. The default verify_fn takes each candidate's sandboxed worker
 from a `verifier.verify.WorkerPool`: started ahead, once the analysis is done and
@@ -58,14 +64,14 @@ from typing import Any, Callable, TypedDict
 
 from agent.analysis import Analysis, analysis_line, analyze_task, device_and_gpu
 from agent.config import OptimizeConfig
-from agent.lifecycle import finish_run, record_best, start_run
+from agent.lifecycle import NO_GPU, CrossCheckFn, cross_check_best, finish_run, record_best, start_run
 from agent.live import LoopEvent
 from agent.proposers import make_proposer
 from agent.proposers.base import AttemptSummary, Proposal, ProposeContext, Proposer, ProposerError
 from agent.records import Attempt, Run
 from agent.store import Store, utc_now
 from profiler.records import Diagnosis
-from verifier.records import Task, VerifyConfig, VerifyResult
+from verifier.records import NcuCheck, Task, VerifyConfig, VerifyResult
 
 VerifyFn = Callable[[Task, str, VerifyConfig], VerifyResult]
 ProfileFn = Callable[[Task, str], "Diagnosis | None"]
@@ -113,6 +119,18 @@ def default_profile_fn(device: str, config: OptimizeConfig) -> ProfileFn | None:
     return profile
 
 
+def default_crosscheck_fn(device: str, config: OptimizeConfig) -> CrossCheckFn | None:
+    """The ncu cross-check on a GPU; None without one (nothing was timed, so no claim to check)."""
+    if device != "cuda":
+        return None
+    from profiler.crosscheck import cross_check
+
+    def check(task: Task, source: str, result: VerifyResult) -> NcuCheck:
+        return cross_check(task, source, result, timeout_s=config.verify_timeout_s)
+
+    return check
+
+
 # ---- the loop --------------------------------------------------------------------------------
 
 
@@ -151,7 +169,8 @@ class OptimizeLoop:
 
     def __init__(self, *, task: Task, config: OptimizeConfig, proposer: Proposer, store: Store, run: Run,
                  verify_fn: VerifyFn, profile_fn: ProfileFn | None, verify_config: VerifyConfig,
-                 on_event: EventFn | None = None, wall_before_s: float = 0.0, analyze_fn: AnalyzeFn | None = None):
+                 on_event: EventFn | None = None, wall_before_s: float = 0.0, analyze_fn: AnalyzeFn | None = None,
+                 crosscheck_fn: CrossCheckFn | None = None, no_crosscheck: str = ""):
         self.task = task
         self.analyze_fn = analyze_fn or analyze_task
         self.config = config
@@ -160,6 +179,9 @@ class OptimizeLoop:
         self.run = run
         self.verify_fn = verify_fn
         self.profile_fn = profile_fn
+        self.crosscheck_fn = crosscheck_fn
+        # why there is no crosscheck_fn, as the check's "not run" reason says it
+        self.no_crosscheck = no_crosscheck or NO_GPU
         self.verify_config = verify_config
         self.on_event = on_event
         self.timed = run.device == "cuda"
@@ -438,6 +460,26 @@ class OptimizeLoop:
         self.store.save_run(self.run)
         return {"stale_rounds": stale, "wall_s": wall, "stop_reason": reason}
 
+    # -- after the graph --
+
+    def cross_check_best(self, state: LoopState) -> "BestKernel | None":
+        """The ncu cross-check on the run's best kernel (agent.lifecycle.cross_check_best); the best kernel
+        that survives it, as the state keeps one (None: none does)."""
+        before = _best(state)
+        if before is None:
+            return None
+        survivor = cross_check_best(
+            self.store, self.run, self.task, self.crosscheck_fn, not_checked=self.no_crosscheck,
+            on_check=lambda a, check: self.emit("crosscheck", round=state.get("round", 0), attempt=a,
+                                                message=check.line))
+        if survivor is None:
+            return None
+        if survivor.number == before.number:
+            return before
+        return BestKernel(number=survivor.number, median_ms=survivor.median_ms, speedup=survivor.speedup,
+                          source=self.store.attempt_text(self.run.run_id, survivor.number, "kernel.py"),
+                          speedups=survivor.speedups, sol_pct=survivor.sol_pct, note=survivor.note)
+
 
 # ---- one run, start to end --------------------------------------------------------------------
 
@@ -471,11 +513,12 @@ def optimize(task_path: str | Path | None, config: OptimizeConfig, *, resume: st
              proposer: Proposer | None = None, verify_fn: VerifyFn | None = None,
              profile_fn: ProfileFn | None = _DEFAULT, on_event: EventFn | None = None,
              store: Store | None = None, analyze_fn: AnalyzeFn | None = None,
-             machine: tuple[str, str] | None = None) -> Run:
+             machine: tuple[str, str] | None = None, crosscheck_fn: CrossCheckFn | None = _DEFAULT) -> Run:
     """Run (or resume) the loop for one task; returns the stored Run.
 
     `machine`: the (device, GPU name) the GPU calls run on when they are not this process's (a cluster's:
-    agent.board.ray), with `analyze_fn`, `verify_fn` and `profile_fn` sending them there.
+    agent.board.ray), with `analyze_fn`, `verify_fn` and `profile_fn` sending them there; the ncu cross-check
+    of the best kernel runs only where given one then (`crosscheck_fn`), else it says "not run" and why.
 
     Raises TaskError for an unusable task file, ValueError for a bad device
     request, ProposerError when the proposer cannot be built. Once the run is
@@ -504,6 +547,11 @@ def optimize(task_path: str | Path | None, config: OptimizeConfig, *, resume: st
     proposer = proposer or make_proposer(config, task)
     if profile_fn is _DEFAULT:
         profile_fn = default_profile_fn(device, config)
+    no_crosscheck = ""
+    if crosscheck_fn is _DEFAULT:
+        crosscheck_fn = default_crosscheck_fn(device, config) if machine is None else None
+        if machine is not None and device == "cuda":
+            no_crosscheck = "the run's GPU work ran on a cluster's GPUs, where the ncu cross-check is not wired"
 
     if run is None:
         config = _resolved(config, proposer)
@@ -515,7 +563,8 @@ def optimize(task_path: str | Path | None, config: OptimizeConfig, *, resume: st
         store.save_run(run)
 
     try:
-        return _run_loop(task, config, store, run, proposer, device, verify_fn, profile_fn, on_event, analyze_fn)
+        return _run_loop(task, config, store, run, proposer, device, verify_fn, profile_fn, on_event, analyze_fn,
+                         crosscheck_fn, no_crosscheck)
     except KeyboardInterrupt:
         # NOTE: Ctrl-C (or SIGTERM/SIGHUP, agent.cli) before the loop's own handler is in place: the run is
         # stored already, so it must not stay "running"
@@ -530,7 +579,7 @@ def optimize(task_path: str | Path | None, config: OptimizeConfig, *, resume: st
 
 def _run_loop(task, config: OptimizeConfig, store: Store, run: Run, proposer: Proposer, device: str,
               verify_fn: VerifyFn | None, profile_fn: ProfileFn | None, on_event: EventFn | None,
-              analyze_fn: AnalyzeFn | None) -> Run:
+              analyze_fn: AnalyzeFn | None, crosscheck_fn: CrossCheckFn | None = None, no_crosscheck: str = "") -> Run:
     """The stored run's loop, from its verifier's set-up to its end."""
     verify_config = config.verify_config(device, store.root)
     conn, saver = _checkpointer(store)
@@ -545,7 +594,7 @@ def _run_loop(task, config: OptimizeConfig, store: Store, run: Run, proposer: Pr
     loop = OptimizeLoop(task=task, config=config, proposer=proposer, store=store, run=run,
                         verify_fn=pool.verify if pool else verify_fn, profile_fn=profile_fn,
                         verify_config=verify_config, on_event=on_event, wall_before_s=run.wall_s,
-                        analyze_fn=analyze_fn)
+                        analyze_fn=analyze_fn, crosscheck_fn=crosscheck_fn, no_crosscheck=no_crosscheck)
     with closing(conn), (pool or nullcontext()):
         app = loop.build(saver)
         thread = {"configurable": {"thread_id": run.run_id},
@@ -573,8 +622,13 @@ def _run_loop(task, config: OptimizeConfig, store: Store, run: Run, proposer: Pr
         except Exception as exc:
             _finish(store, run, loop, "failed", f"kgen failed: {type(exc).__name__}: {exc}")
             raise
+        before = _best(final)
+        best = loop.cross_check_best(final)
+        if (best and best.number) != (before and before.number):
+            # NOTE: the checkpoint's best follows the store's, or a resumed run would race a rejected kernel
+            app.update_state(thread, {"best": dataclasses.asdict(best) if best else None, "diagnosis": None,
+                                      "diagnosis_text": None}, as_node="decide")
 
-    best = _best(final)
     if loop.goal_met(best) is not None:
         status = "succeeded"
     elif best is not None:
@@ -582,6 +636,8 @@ def _run_loop(task, config: OptimizeConfig, store: Store, run: Run, proposer: Pr
     else:
         status = "failed"
     reason = final.get("stop_reason") or ""
+    if before is not None and (best is None or best.number != before.number):
+        reason += f"; attempt {before.number}'s claimed time was rejected by the ncu cross-check"
     if best is None:
         reason = f"no correct kernel: {reason}" if reason else "no correct kernel"
     return _finish(store, run, loop, status, reason)

@@ -30,6 +30,7 @@ EVENT_KINDS = (
     "attempt",    # one attempt verified and stored: attempt
     "best",       # a new best kernel: attempt
     "profile",    # the best kernel was profiled: attempt, message (the diagnosis' first line)
+    "crosscheck", # the run's best kernel's claimed time against ncu's device time: attempt, message (the check's line)
     "warning",    # something went wrong that the loop survives: message
     "stop",       # the loop ended: run, message (why)
 )
@@ -102,6 +103,8 @@ class PlainView:
             self._line(f"new {_best_text(run)}")
         elif event.kind == "profile":
             self._line(f"profile of #{event.attempt.number if event.attempt else '?'}: {event.message}")
+        elif event.kind == "crosscheck":
+            self._line(f"#{event.attempt.number if event.attempt else '?'}: {event.message}")
         elif event.kind == "warning":
             self._line(f"warning: {event.message}")
         elif event.kind == "stop":
@@ -150,6 +153,8 @@ class RichView:
             self.attempts.append(event.attempt)
         elif event.kind == "profile":
             self.activity = f"profiled #{event.attempt.number if event.attempt else '?'}: {event.message}"
+        elif event.kind == "crosscheck":
+            self.notes.append(f"#{event.attempt.number if event.attempt else '?'}: {event.message}")
         elif event.kind == "warning":
             self.notes.append(event.message)
         elif event.kind == "stop":

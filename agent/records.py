@@ -133,6 +133,8 @@ class Run:
     best_speedup: float | None = None   # its speedup against the faster baseline, when timed
     best_ms: float | None = None    # its median time, when timed
     best_sol_pct: float | None = None   # its % of speed-of-light, when timed
+    best_ncu_check: str = ""        # the best kernel's ncu cross-check, as its verdict says it ("ncu cross-check:
+                                    # consistent (...)", "... not run (why)"); "" until the run has ended
     rounds: int = 0                 # rounds of the loop completed
     attempts: int = 0               # attempts stored
     prompt_tokens: int = 0

@@ -334,6 +334,10 @@ class Store:
         _write_text(path, source)
         return path
 
+    def drop_best(self, run: Run) -> None:
+        """Remove best.py (the run's best kernel was rejected after the fact, and none is left)."""
+        (self.run_dir(run) / "best.py").unlink(missing_ok=True)
+
     def save_attempt(self, run: Run, attempt: Attempt, *, source: str | None,
                      prompt: str = "", response: str = "") -> Path:
         """Write one attempt's files and index row, as soon as its verdict is known."""

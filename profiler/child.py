@@ -20,8 +20,12 @@ from pathlib import Path
 NVTX_RANGE = "kgen"     # the child wraps the profiled forward call in this range
 
 
-def write_job(workdir: Path, task, source: str, *, mode: str, count_work: bool, seed: int = 0) -> Path:
-    """Write the candidate and the child's job file into `workdir`; return the job's path."""
+def write_job(workdir: Path, task, source: str, *, mode: str, count_work: bool, seed: int = 0,
+              warmup_calls: int = 1, profiled_calls: int = 1) -> Path:
+    """Write the candidate and the child's job file into `workdir`; return the job's path.
+
+    `warmup_calls` forward calls run before the profiled ones (compilation, autotuning, the clocks);
+    `profiled_calls` run inside the NVTX range (mode "ncu") or the torch profiler (one, in "fallback")."""
     candidate = workdir / "candidate.py"
     candidate.write_text(source)
     job = {
@@ -31,6 +35,8 @@ def write_job(workdir: Path, task, source: str, *, mode: str, count_work: bool, 
         "mode": mode,                   # "ncu": one forward in the NVTX range; "fallback": torch profiler
         "count_work": count_work,       # also count the reference's FLOPs and bytes
         "seed": seed,
+        "warmup_calls": warmup_calls,
+        "profiled_calls": profiled_calls,
         "nvtx_range": NVTX_RANGE,
         "trace_path": str(workdir / "trace.json"),
     }

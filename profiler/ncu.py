@@ -208,6 +208,7 @@ def _kernel_from_row(row: dict[str, str], units: dict[str, str]) -> KernelMetric
         name=row.get("Kernel Name", "") or row.get("Function Name", ""),
         id=int(row.get("ID", "0").strip() or 0),
         duration_us=time_us("gpu__time_duration.sum"),
+        stream="/".join(row.get(column, "").strip() for column in ("Process ID", "Context", "Stream")),
         block_size=_int(num("launch__block_size")),
         grid_size=_int(num("launch__grid_size")),
         sm_sol_pct=num("sm__throughput.avg.pct_of_peak_sustained_elapsed"),
@@ -324,6 +325,19 @@ def ncu_argv(ncu: str, page: str, log_file: Path, job_path: Path) -> list[str]:
     """The command line for one ncu pass ("raw" or "details") over the child."""
     return (_collect(ncu) + ["--csv", "--print-units", "base", "--log-file", str(log_file)] + _page(page)
             + (_sections() if page != "raw" else []) + _child(job_path))
+
+
+# The cross-check's pass (profiler/crosscheck.py): the device time of each launch and nothing else, so that
+# ncu needs one pass and replays no kernel.
+TIME_METRICS = ("gpu__time_duration.sum",)
+
+
+def ncu_time_argv(ncu: str, log_file: Path, job_path: Path) -> list[str]:
+    """The command line for the cross-check's pass over the child: gpu__time_duration of every launch in the
+    range, caches left as the calls leave them (`--cache-control none`: ncu flushes nothing, so a kernel is
+    never slower under it than in the calls it checks)."""
+    return (_collect(ncu) + ["--cache-control", "none", "--csv", "--print-units", "base", "--log-file", str(log_file),
+                             "--page", "raw", "--metrics", ",".join(TIME_METRICS)] + _child(job_path))
 
 
 def ncu_export_argv(ncu: str, report: Path, job_path: Path) -> list[str]:

@@ -6,8 +6,10 @@ The job (written by profiler/child.py `write_job`) names the task file, the
 candidate file, where to write the result, and a mode:
 
 - "ncu": build the task's inputs and the candidate's ModelNew on the GPU, call
-  forward once to warm up (compilation, autotuning), then once more inside the
-  NVTX range "kgen", which is the one ncu's `--nvtx-include kgen/` profiles;
+  forward to warm up (compilation, autotuning; `warmup_calls`, one for a
+  profile), then `profiled_calls` more inside the NVTX range "kgen", which is
+  the one ncu's `--nvtx-include kgen/` profiles (one for a profile, several for
+  the cross-check of a claimed time, profiler/crosscheck.py);
 - "fallback": the same two calls, the second under the torch profiler; then
   the kernel list with times and launch resources from its trace, and each
   Triton kernel's compile metadata (registers, spills, shared memory) and SASS
@@ -88,11 +90,13 @@ def run(job: dict, result: dict) -> None:
     }
     reference, model, inputs, candidate = build(job)
     with torch.no_grad():
-        model(*inputs)                      # warm-up: compile, autotune, load modules
+        for _ in range(job["warmup_calls"]):
+            model(*inputs)                  # warm-up: compile, autotune, load modules
         torch.cuda.synchronize()
         if job["mode"] == "ncu":
             with torch.cuda.nvtx.range(job["nvtx_range"]):
-                model(*inputs)
+                for _ in range(job["profiled_calls"]):
+                    model(*inputs)
                 torch.cuda.synchronize()
         else:
             result["kernels"] = profiled_kernels(model, inputs, job["trace_path"])

@@ -33,6 +33,7 @@ class KernelMetrics:
     name: str
     id: int = 0                                  # ncu's launch index within the profiled range
     duration_us: float | None = None             # gpu__time_duration.sum
+    stream: str = ""                             # where it ran: "process/context/stream" as ncu numbers them
     time_share: float = 0.0                      # of all profiled kernels' time, 0..1
     block_size: int | None = None                # threads per block
     grid_size: int | None = None                 # blocks

@@ -22,10 +22,10 @@ verifier.verify.verify() calls it after the static checks. The judge:
    seed), checks the spot-checked calls and the graph replay on inputs it regenerates, checks the call
    after timing and hidden trials, then times a block by its own clock (verifier.timing.block_*): a
    claimed median the block cannot have taken is rejected ("timing inconsistent"). The block bounds
-   a claim from below, loosely (a margin and the host's launch cost allowed); the tight bound is the
-   device's own: the best kernel's ncu run (profiler.ncu) reads gpu__time_duration per launch from
-   counters the candidate process cannot write, and their sum per call, compared with the claimed
-   median next to the block's rule, would refuse any claim below it. That is the next step, not built;
+   a claim from below, loosely (a margin and the host's launch cost allowed); the tighter bound is the
+   device's own, made after the verdict for a run's best kernel and for `kgen verify --strict`:
+   profiler/crosscheck.py reads gpu__time_duration per launch under ncu, from counters the candidate
+   process cannot write, and verifier.timing.ncu_check refuses a claim below their sum / 1.25;
 5. closes the candidate process, then times eager on the same inputs with the same timing module,
    nothing of the candidate's running on the GPU beside it, and applies the roofline floor.
 

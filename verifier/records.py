@@ -88,6 +88,37 @@ class Timing:
     max_ms: float | None = None     # the slowest trial (kernelbench; None otherwise)
 
 
+# Where the ncu cross-check of a claimed time ended (NcuCheck.status).
+NCU_CHECK_STATUSES = (
+    "consistent",     # the claimed time is not below the device time ncu measured, within the margin
+    "inconsistent",   # it is: the kernel is rejected "timing inconsistent"
+    "not_run",        # no GPU, no ncu, counters refused, nothing timed, no kernel seen: the reason says which
+)
+
+
+@dataclass
+class NcuCheck:
+    """The claimed time of a kernel against the device's own time for one forward, from Nsight Compute.
+
+    verifier.timing.ncu_inconsistency decides it; profiler.crosscheck runs ncu and fills it in."""
+
+    status: str                      # one of NCU_CHECK_STATUSES
+    reason: str                      # one line: both numbers and the margin, or why it was not run
+    claimed_ms: float | None = None  # the time the candidate's process reported (what the speedups use)
+    ncu_ms: float | None = None      # gpu__time_duration summed per stream over one forward's kernels, the
+                                     # longest stream's sum (the mean over the profiled calls)
+    margin: float | None = None      # the claim may be this many times shorter than ncu_ms and still pass
+    kernels: int = 0                 # kernel launches ncu timed per forward call
+    streams: int = 0                 # streams those launches ran on
+    calls: int = 0                   # forward calls profiled
+
+    @property
+    def line(self) -> str:
+        """What a verdict says about it: "ncu cross-check: consistent (...)"."""
+        status = "not run" if self.status == "not_run" else self.status
+        return f"ncu cross-check: {status} ({self.reason})"
+
+
 @dataclass
 class VerifyResult:
     """The verdict on one candidate for one task."""
@@ -106,6 +137,7 @@ class VerifyResult:
     speedups: dict[str, float] = field(default_factory=dict)     # baseline median / candidate median
     floor_ms: float | None = None    # roofline floor for this task on this GPU
     judge_ms_per_call: float | None = None  # per call, by the judge's own clock around a block of calls (GPU)
+    ncu_check: NcuCheck | None = None   # the claim against ncu's device time (kgen verify --strict, a run's best)
     flags: list[str] = field(default_factory=list)      # for a person to review; not a rejection
     isolation: list[str] = field(default_factory=list)  # what the sandbox could and could not enforce
     isolation_complete: bool = False  # every confinement of verifier.sandbox.PROPERTIES held for this run
@@ -137,5 +169,7 @@ class VerifyResult:
             if data.get(key):
                 data[key] = Timing(**data[key])
         data["baselines"] = {k: Timing(**v) for k, v in (data.get("baselines") or {}).items()}
+        if data.get("ncu_check"):
+            data["ncu_check"] = NcuCheck(**data["ncu_check"])
         known = {f.name for f in dataclasses.fields(cls)}
         return cls(**{k: v for k, v in data.items() if k in known})

@@ -36,6 +36,17 @@ plain events instead, and the note says so. A replay runs only the kernels recor
 at capture, so the caller must check the replayed output (`Captured.output`)
 against the reference on fresh inputs.
 
+The claim is checked from outside the candidate's process twice: the judge's clock around a block
+of calls (`block_inconsistency`, below: loose, a margin and the host's launch cost allowed), and,
+for a run's best kernel and `kgen verify --strict`, Nsight Compute's `gpu__time_duration` of the
+forward's kernels, read from hardware counters the candidate's process cannot write
+(`ncu_inconsistency`, below; profiler/crosscheck.py runs ncu and feeds it). A call cannot take less
+than its kernels' device time, so a claim below ncu's time / NCU_MARGIN (1.25) is rejected "timing
+inconsistent" with both numbers. The margin: on the H200 honest graph replays were 5-19% above
+ncu's time for the same kernel, never below (benchmarks/verifier.md, benchmarks/heuristic.md);
+1.25 leaves room for the clocks, which ncu leaves to the card (`--clock-control none`), being lower
+during the profiled calls than during the timed ones.
+
 NOTE: the event class, synchronize, the graph classes and the host clock are
 bound when this module is imported, before any candidate code runs, so a
 candidate that patches torch.cuda.Event or time.perf_counter does not change
@@ -52,7 +63,7 @@ from dataclasses import dataclass
 
 import torch
 
-from verifier.records import TIMING_METHODS, Timing
+from verifier.records import TIMING_METHODS, NcuCheck, Timing
 
 _Event = torch.cuda.Event
 _synchronize = torch.cuda.synchronize
@@ -329,10 +340,7 @@ def kernelbench_timing(times_ms: list[float], *, sync_ms: float | None = None,
 # the judge's own generation cost is subtracted in full even where the GPU overlapped it with forward.
 # Both err towards the candidate, so only a claimed time well below what the device can have spent fails.
 #
-# A third check is designed but not built: the best kernel's ncu run (profiler.ncu) gives the device's
-# own duration per launch, from hardware counters the candidate process cannot write; comparing that sum
-# with the claimed median would bound the claim from below without the host's slack. It belongs in the
-# judge next to block_inconsistency, fed by the profiler's per-kernel gpu__time_duration.
+# The third check, ncu's device time (below: ncu_inconsistency), bounds the claim without the host's slack.
 
 # Graph replays exclude the host's launch path, which an eager call pays: on an H200 that was measured at
 # 0.05-0.12 ms per Python-launched Triton call (see the module docstring). The block replays the captured
@@ -425,3 +433,67 @@ def weighted_checksum(t: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
         chunk = flat[start:start + period]
         total += (chunk.to(torch.float64) * weights[:chunk.numel()]).sum()
     return total
+
+
+# ----------------------------------------------------------------------------------------------
+# ncu's device time against the claim
+#
+# profiler.crosscheck runs the candidate's forward under Nsight Compute in a process of its own (the
+# verifier's sandbox, started by kgen, not the candidate process that timed itself) and reads
+# gpu__time_duration for every kernel launch inside the profiled calls: the device's own start-to-end
+# time of each kernel, from hardware counters. Kernels on one stream run one after another, so one call
+# takes at least the sum of its stream's kernel times; with several streams, at least the longest
+# stream's sum (ncu_ms). No claimed median can honestly be below it.
+#
+# NOTE: every choice in the measurement errs towards the candidate, so that an honest kernel is never
+# called inconsistent: ncu's cache control is off (a kernel may find its data in L2 from the call
+# before, which the timed calls' flush does not allow), the longest stream's sum is taken and not the
+# sum over streams (kernels of two streams may overlap), and a launch ncu gives no time for counts 0.
+# Where it errs the other way: ncu serialises kernels, so kernels a Programmatic Dependent Launch would
+# overlap on one stream are summed; and the clocks are the card's own during the profiled calls.
+# NCU_MARGIN covers both: honest replays measured 5-19% above ncu's time on the H200, never below.
+#
+# What it does not hold against: the forward ncu profiles is the candidate's code, run again; one that
+# recognises the profiler (its environment, its injected library) can launch less there. That only
+# loosens the bound (less device time, so a lower floor); it never rejects an honest kernel, and the
+# judge's block still bounds the claim.
+
+NCU_MARGIN = 1.25       # a claim up to 1.25x shorter than ncu's device time passes (see above)
+NCU_SLACK_MS = 0.002    # and 2 us more, for forwards of a few microseconds (chosen, not measured)
+
+
+def ncu_floor_ms(ncu_ms: float, margin: float = NCU_MARGIN, slack_ms: float = NCU_SLACK_MS) -> float:
+    """The shortest claim ncu's device time allows: (ncu_ms - slack) / margin, at least 0."""
+    return max(0.0, (ncu_ms - slack_ms) / margin)
+
+
+def ncu_inconsistency(claimed_ms: float, ncu_ms: float, *, kernels: int, streams: int = 1,
+                      margin: float = NCU_MARGIN, slack_ms: float = NCU_SLACK_MS) -> str | None:
+    """The reason to reject when the claimed time is shorter than ncu's device time allows, else None.
+
+    Rejected when claimed_ms x margin + slack_ms < ncu_ms: the call cannot have taken less than its
+    kernels' device time, and the margin is what honest graph replays were measured within."""
+    if claimed_ms * margin + slack_ms >= ncu_ms:
+        return None
+    on = f" on {streams} streams, the longest one's sum" if streams > 1 else ""
+    return (f"timing inconsistent: claimed {claimed_ms:.4f} ms per call, but Nsight Compute measured "
+            f"{ncu_ms:.4f} ms of device time per call (gpu__time_duration summed over {kernels} kernel "
+            f"launch{'' if kernels == 1 else 'es'}{on}); a call cannot take less than its kernels' device time, "
+            f"and a claim below {ncu_floor_ms(ncu_ms, margin, slack_ms):.4f} ms ((ncu - {slack_ms:g} ms) / {margin:g}, "
+            f"the margin honest graph replays were measured within) is impossible")
+
+
+def ncu_check(claimed_ms: float, ncu_ms: float, *, kernels: int, streams: int, calls: int,
+              margin: float = NCU_MARGIN, slack_ms: float = NCU_SLACK_MS) -> NcuCheck:
+    """The NcuCheck record for a claim and ncu's device time: "consistent" or "inconsistent", both numbers in it."""
+    reason = ncu_inconsistency(claimed_ms, ncu_ms, kernels=kernels, streams=streams, margin=margin,
+                               slack_ms=slack_ms)
+    status = "consistent" if reason is None else "inconsistent"
+    if reason is None:
+        on = f" on {streams} streams" if streams > 1 else ""
+        reason = (f"claimed {claimed_ms:.4f} ms per call, Nsight Compute measured {ncu_ms:.4f} ms of device time "
+                  f"over {kernels} kernel launch{'' if kernels == 1 else 'es'}{on} (mean of {calls} call"
+                  f"{'' if calls == 1 else 's'}); a claim below {ncu_floor_ms(ncu_ms, margin, slack_ms):.4f} ms "
+                  f"((ncu - {slack_ms:g} ms) / {margin:g}) would have been rejected")
+    return NcuCheck(status=status, reason=reason, claimed_ms=claimed_ms, ncu_ms=ncu_ms, margin=margin, kernels=kernels,
+                    streams=streams, calls=calls)

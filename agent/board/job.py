@@ -77,10 +77,12 @@ def score_kernel(task_path: str | Path, kernel_path: str | Path, config, store: 
     Raises TaskError for an unusable task, ValueError for a device that cannot
     be had; a bad kernel is a stored verdict. `verify_fn`, `analyze_fn` and
     `machine` are optimize()'s: the GPU calls elsewhere (agent.board.ray); a
-    scored kernel is not profiled (`profile_fn` is taken and left unused).
+    scored kernel is not profiled (`profile_fn` is taken and left unused). A
+    correct one gets the ncu cross-check of its claimed time where it was timed
+    here (agent.lifecycle.cross_check_best); elsewhere the run says why not.
     """
     from agent import analysis
-    from agent.lifecycle import finish_run, record_best, start_run
+    from agent.lifecycle import cross_check_best, finish_run, record_best, start_run
     from verifier.task import load_task
     from verifier.verify import prestart_worker, verify
 
@@ -106,8 +108,21 @@ def score_kernel(task_path: str | Path, kernel_path: str | Path, config, store: 
     run.attempts, run.rounds = 1, 1
     if result.passed:
         record_best(store, run, attempt, source)
-    return finish_run(store, run, "succeeded" if result.passed else "failed", f"{result.status}: {result.reason}",
-                      wall_s=time.monotonic() - started)
+        check_fn, not_checked = scored_check(device, config, machine)
+        attempt = cross_check_best(store, run, task, check_fn, not_checked=not_checked) or \
+            store.load_attempt(run.run_id, 1)
+    return finish_run(store, run, "succeeded" if run.best_attempt is not None else "failed",
+                      f"{attempt.status}: {attempt.reason}", wall_s=time.monotonic() - started)
+
+
+def scored_check(device: str, config, machine: tuple[str, str] | None = None) -> tuple:
+    """(check_fn, why there is none) for a scored kernel's ncu cross-check, as optimize() chooses them."""
+    from agent.graph import default_crosscheck_fn
+    from agent.lifecycle import NO_GPU
+
+    if machine is not None and device == "cuda":
+        return None, "the kernel was timed on a cluster's GPUs, where the ncu cross-check is not wired"
+    return default_crosscheck_fn(device, config), NO_GPU
 
 
 def _speed_of_light_ms(task, device: str, gpu: str, analyze_task) -> float | None:

@@ -182,6 +182,8 @@ def summary(run_, store) -> str:
                          "speedup: not timed: no GPU (correct under the Triton interpreter)")
     else:
         lines.append("no verified kernel")
+    if run_.best_ncu_check:
+        lines.append(run_.best_ncu_check)
     lines.append(f"attempts: {run_.attempts} in {run_.rounds} round{'' if run_.rounds == 1 else 's'}; tokens {run_.tokens:,}; "
                  f"cost ${run_.cost_usd:.4f}; {run_.wall_s:.0f} s")
     if run_.status == "interrupted" or (run_.status == "failed" and run_.best_attempt is None):

@@ -308,6 +308,8 @@ def show_run(console, store, run_id: str) -> None:
     console.print(f"best: {best_text(run)}" + ("" if run.device == "cuda" or run.best_attempt is None
                                                else " (no GPU: checked under the Triton interpreter)"),
                   highlight=False)
+    if run.best_ncu_check:
+        console.print(run.best_ncu_check, highlight=False, markup=False)
     if attempts:
         console.print(attempts_table(run, attempts))
     best = store.best_source(run_id)
@@ -334,6 +336,8 @@ def show_attempt(console, store, run_id: str, number: int) -> int:
     if attempt.median_ms is not None:
         console.print(f"time {attempt.median_ms:.4g} ms; speedups "
                       + ", ".join(f"{k} {v:.2f}x" for k, v in speedups.items()), highlight=False)
+    if attempt.verify is not None and attempt.verify.ncu_check is not None:
+        console.print(attempt.verify.ncu_check.line, highlight=False, markup=False)
     if attempt.note:
         console.print(f"note: {attempt.note}", highlight=False)
     if attempt.feedback and not attempt.passed:

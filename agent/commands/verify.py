@@ -1,7 +1,8 @@
-"""`kgen verify TASK KERNEL [--json] [--device cpu|cuda] [--timing graph|events]`: the verdict on one kernel.
+"""`kgen verify TASK KERNEL [--json] [--device cpu|cuda] [--timing graph|events] [--strict]`: the verdict on one kernel.
 
     kgen verify tasks/softmax.py kernel.py
     kgen verify level1/19_ReLU.py kernel.py --device cpu --small-shapes batch_size=7,dim=129
+    kgen verify tasks/softmax.py kernel.py --strict     # GPU and ncu: the claimed time against ncu's device time
 
 On the CPU a task too large for the Triton interpreter is checked on its
 get_small_inputs(), or on shapes derived from its size constants
@@ -10,6 +11,16 @@ get_small_inputs(), or on shapes derived from its size constants
 Prints the status, the reason, the feedback and (on a GPU) timings and
 speedups; `--json` prints the VerifyResult instead. Exit code 0 only when the
 kernel passed; 1 when it did not; 2 for a malformed task or a missing file.
+
+`--strict` adds the ncu cross-check (profiler/crosscheck.py): once the kernel
+passed, its forward runs again under Nsight Compute, and a claimed time below
+ncu's device time for its kernels / 1.25 (verifier.timing.NCU_MARGIN) rejects
+it, "timing inconsistent", with both numbers (exit 1). It needs a GPU and ncu:
+without either, `--strict` is refused before anything runs (exit 2, saying
+which is missing); where ncu is there but the check could not be made (the
+GPU's counters refused, the profiled run failed) the verdict says "ncu
+cross-check: not run (why)" and the exit code is 2: strict asked for a check
+that did not happen, so it is no pass.
 """
 
 from __future__ import annotations
@@ -41,6 +52,9 @@ def register(sub) -> None:
                         "(e.g. batch_size=7,dim=129) instead of its small or derived shapes")
     p.add_argument("--no-baselines", action="store_true", help="skip the torch.compile baselines")
     p.add_argument("--reps", type=positive_int, default=100, help="timed repetitions (default 100)")
+    p.add_argument("--strict", action="store_true",
+                   help="GPU and ncu only: also check the claimed time against Nsight Compute's device time for "
+                        "the forward's kernels (gpu__time_duration); a claim below it / 1.25 is rejected")
     p.add_argument("--timing", choices=TIMING_METHODS, default=VerifyConfig.timing,
                    help="graph: candidate and baselines captured in CUDA graphs and replayed, the device's time "
                         "(default); events: each call timed as issued, the host's cost of the call included; "
@@ -72,6 +86,12 @@ def run(args) -> int:
     # NOTE: the worker starts first, so that its start-up (torch, triton, CUDA) overlaps the task's loading
     # here (which imports torch too) and the baseline cache's look-up; every way out of the block stops it.
     source = read_candidate(args.kernel)   # NOTE: before the worker and the task: a wrong path is said at once
+    if args.strict:
+        problem = strict_refusal(args.device)
+        if problem:
+            print(f"kgen: error: --strict: {problem}; without --strict, kgen verify gives the verdict without it",
+                  file=sys.stderr)
+            return 2
     with prestart_worker() as worker:
         from verifier.task import load_task
 
@@ -84,11 +104,42 @@ def run(args) -> int:
         except (RuntimeError, ValueError) as exc:  # e.g. --device cuda without a GPU; a setting out of bounds
             print(f"kgen: error: {exc}", file=sys.stderr)
             return 2
+    if args.strict:
+        strict_check(task, source, result, timeout_s=args.timeout)
     if args.json:
         print(json.dumps(result.to_dict(), indent=2))
     else:
         print(render(result, args.kernel))
+    if args.strict and result.passed and result.ncu_check.status != "consistent":
+        print(f"kgen: error: --strict: {result.ncu_check.line}: the strict check was not made, so this is no pass",
+              file=sys.stderr)
+        return 2
     return 0 if result.passed else 1
+
+
+def strict_refusal(device: str) -> str | None:
+    """Why --strict cannot run here (no GPU, no ncu), or None; "auto" resolves to what is here."""
+    from profiler.crosscheck import strict_problem
+    from verifier.verify import resolve_device
+
+    try:
+        resolved = resolve_device(device)
+    except RuntimeError as exc:     # --device cuda without a GPU
+        return f"the ncu cross-check needs a GPU and Nsight Compute (ncu): {exc}"
+    return strict_problem(resolved)
+
+
+def strict_check(task, source: str, result, *, timeout_s: float) -> None:
+    """The ncu cross-check onto `result` (an inconsistent claim rejects it), its time among the phases."""
+    import time
+
+    from profiler.crosscheck import apply_ncu_check, cross_check
+
+    t0 = time.perf_counter()
+    apply_ncu_check(result, cross_check(task, source, result, timeout_s=timeout_s))
+    spent = time.perf_counter() - t0
+    result.phases["ncu cross-check"] = spent
+    result.wall_s += spent
 
 
 def render(result, kernel_path: str = "") -> str:
@@ -115,6 +166,8 @@ def render(result, kernel_path: str = "") -> str:
     elif result.passed:
         lines.append("not timed: no GPU here (correctness checked under the Triton interpreter; "
                      "the notes say on which shapes)")
+    if result.ncu_check is not None:
+        lines.append(result.ncu_check.line)
     if result.trials:
         lines.append(f"trials passed: {result.trials}")
     for flag in result.flags:

@@ -79,13 +79,14 @@ def score_samples(task_path: str | Path, kernel_paths: list[str] | tuple[Path, .
     """Verify each sample of one task and store them as one run (proposer "none"), an attempt per sample.
 
     The run's best attempt is the fastest correct sample where timed (its speedup against the faster
-    baseline), else the first correct one; config["kernel_paths"] lists the samples in attempt order and
-    config["kernel_path"] is the best one (or the first, when none is correct). Raises TaskError for an
+    baseline), else the first correct one, once it passed the ncu cross-check where there is one (a sample
+    whose claim ncu shows impossible is rejected and the next best checked: agent.lifecycle.cross_check_best);
+    config["kernel_paths"] lists the samples in attempt order and config["kernel_path"] is the best one (or the first, when none is correct). Raises TaskError for an
     unusable task; a bad sample is a stored verdict. The run's bookkeeping is optimize's (agent.lifecycle).
     """
     from agent import analysis
-    from agent.board.job import _speed_of_light_ms
-    from agent.lifecycle import finish_run, record_best, start_run
+    from agent.board.job import _speed_of_light_ms, scored_check
+    from agent.lifecycle import cross_check_best, finish_run, record_best, start_run
     from verifier.task import load_task
     from verifier.verify import prestart_worker, verify
 
@@ -119,9 +120,15 @@ def score_samples(task_path: str | Path, kernel_paths: list[str] | tuple[Path, .
     run.attempts, run.rounds = len(attempts), 1
     correct = sum(a.passed for a in attempts)
     if best is not None:
-        run.config["kernel_path"] = str(paths[best.number - 1])
         record_best(store, run, best, sources[best.number - 1])
-    lead = best or attempts[0]
+        # the best sample's claim against ncu's device time: a rejected one gives way to the next best
+        check_fn, not_checked = scored_check(device, config)
+        best = cross_check_best(store, run, task, check_fn, not_checked=not_checked)
+        correct = sum(a.passed for a in store.load_attempts(run.run_id))
+    if best is not None:
+        run.config["kernel_path"] = str(paths[best.number - 1])
+        store.save_run(run)
+    lead = best or store.load_attempt(run.run_id, attempts[0].number)
     reason = (f"{correct} of {len(attempts)} sample(s) correct; "
               f"{'best' if best else 'first'} {paths[lead.number - 1].name}: {lead.status}: {lead.reason}")
     return finish_run(store, run, "succeeded" if best is not None else "failed", reason,

@@ -188,7 +188,10 @@ def run_section(store: Store, run: Run, *, level: int = 1) -> str:
     model = f" ({run.model})" if run.model else ""
     out = [f'<section class="run" id="{_e(run_anchor(run.run_id))}">',
            f"<{h}>{_e(run.task)} <span class=\"muted\">&middot; run {_e(run.run_id)}</span> {_badge(run.status)}</{h}>",
-           f'<p class="why">{_e(run.stop_reason or "")}</p>', '<div class="facts">']
+           f'<p class="why">{_e(run.stop_reason or "")}</p>']
+    if run.best_ncu_check:      # the best kernel's claimed time against ncu's device time, or why not checked
+        out.append(f'<p class="why">{_e(run.best_ncu_check)}</p>')
+    out.append('<div class="facts">')
     out += _best_facts(run, best)
     out += [_fact("attempts", f"{run.attempts} in {run.rounds} round(s)"),
             _fact("proposer", _e(f"{run.proposer or '-'}{model}")),

@@ -369,6 +369,45 @@ def test_a_scored_kernel_gets_its_percent_of_speed_of_light(tmp_path, monkeypatc
     assert store.load_attempt(run.run_id, 1).sol_pct == pytest.approx(50.0)
 
 
+@pytest.mark.parametrize("device_ms, status", [(0.47, "succeeded"), (1.0, "failed")])
+def test_a_scored_kernels_claim_is_cross_checked_and_a_refuted_one_rejected(device_ms, status, tmp_path,
+                                                                           monkeypatch):
+    # as on a GPU with ncu: the verdict a timed one (0.5 ms claimed), ncu's measurement stood in, the decision real
+    import agent.analysis
+    import agent.graph
+    import verifier.verify
+    from agent.analysis import Analysis
+    from agent.board.job import score_kernel
+    from agent.config import OptimizeConfig
+    from verifier import timing
+    from verifier.records import Timing, VerifyResult
+
+    timed = VerifyResult(status="ok", reason="correct on every trial", task="softmax", ran=True,
+                         timing=Timing(0.5, 0.49, 0.5, 0.49, 0.52, 100, method="graph"), speedups={"eager": 2.0})
+    checked = []
+
+    def ncu(device, config):
+        return lambda task, source, result: checked.append(source) or timing.ncu_check(
+            result.timing.median_ms, device_ms, kernels=1, streams=1, calls=3)
+
+    monkeypatch.setattr(verifier.verify, "verify", lambda task, source, config, worker=None: timed)
+    monkeypatch.setattr(agent.analysis, "device_and_gpu", lambda requested: ("cuda", "NVIDIA H200"))
+    monkeypatch.setattr(agent.analysis, "analyze_task", lambda task, device, gpu: Analysis(sol_ms=0.25))
+    monkeypatch.setattr(agent.graph, "default_crosscheck_fn", ncu)
+    store = Store(tmp_path / "results")
+    run = score_kernel(ROOT / "tasks" / "softmax.py", GOOD / "softmax.py", OptimizeConfig(), store)
+    assert checked == [(GOOD / "softmax.py").read_text()]
+    assert run.status == status
+    attempt = store.load_attempt(run.run_id, 1)
+    if status == "failed":
+        assert attempt.status == "rejected" and run.best_attempt is None and store.best_source(run.run_id) is None
+        assert run.stop_reason.startswith("rejected: timing inconsistent: claimed 0.5000 ms per call")
+        assert run.best_ncu_check.startswith("ncu cross-check: inconsistent")
+    else:
+        assert attempt.status == "ok" and run.best_attempt == 1
+        assert run.best_ncu_check.startswith("ncu cross-check: consistent (claimed 0.5000 ms")
+
+
 def test_a_board_refuses_to_run_where_the_sandbox_is_incomplete_unless_told(tmp_path, monkeypatch, capsys):
     from agent.cli import main
     from agent.commands import leaderboard as command

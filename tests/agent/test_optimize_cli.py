@@ -127,8 +127,10 @@ def test_found_kernel_exits_0_and_says_where_it_is(task_path, results, endpoint,
     assert run.status == "succeeded" and run.proposer == "openai" and run.best_attempt == 2
     assert f"{results / 'affine' / run.run_id / 'best.py'}" in out.out
     assert "not timed: no GPU" in out.out
+    assert "ncu cross-check: not run (nothing was timed (no GPU)" in out.out     # said, not skipped in silence
     assert f"kgen show {run.run_id}" in out.out and f"kgen report {run.run_id}" in out.out
     assert "attempt 1 (round 1): mismatch" in out.err                 # progress lines, not a terminal
+    assert "#2: ncu cross-check: not run" in out.err
     assert len(server.requests) == 2
 
 

@@ -88,6 +88,11 @@ def test_task_and_best_kernel_are_side_by_side_and_highlighted(gpu_page):
     assert '<span class="k">class</span>' in best_block        # pygments' keyword class: highlighted here
 
 
+def test_the_run_says_how_its_best_kernels_time_stood_against_ncu(gpu_page, cpu_page):
+    assert "ncu cross-check: consistent (claimed 0.3840 ms per call" in gpu_page
+    assert "ncu cross-check: not run (nothing was timed (no GPU)" in cpu_page
+
+
 def test_timed_run_charts_each_passing_attempt_and_marks_the_failure(gpu_page):
     chart = re.search(r'<svg class="chart speedup-chart".*?</svg>', gpu_page, re.S).group(0)
     assert chart.count('class="attempt-mark"') == 2              # two correct attempts, as points

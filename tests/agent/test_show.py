@@ -55,6 +55,10 @@ def make_results(root: Path) -> dict[str, str]:
              ("ok", 0.384, "correct on every trial")]
     for number, (status, ms, reason) in enumerate(specs, 1):
         verify = verdict(status, ms)
+        if number == 3:     # the best kernel's claim against ncu's device time, as the loop's end stores it
+            from verifier import timing as verifier_timing
+
+            verify.ncu_check = verifier_timing.ncu_check(ms, 0.351, kernels=1, streams=1, calls=3)
         attempt = Attempt(run_id=gpu.run_id, number=number, round=number, status=status, reason=reason,
                           feedback="SyntaxError: invalid syntax" if status != "ok" else "", verify=verify,
                           median_ms=ms, speedup=min(verify.speedups.values()) if ms else None,
@@ -63,6 +67,7 @@ def make_results(root: Path) -> dict[str, str]:
         store.save_attempt(gpu, attempt, source=source + (f"\n{BEST_MARK}\n" if number == 3 else ""))
     store.save_profile(gpu, 3, PROFILE, "Diagnosis (ncu) of softmax_row_kernel\nBound: memory")
     gpu.best_attempt, gpu.best_ms, gpu.best_speedup, gpu.best_sol_pct = 3, 0.384, 1.25, 52.0
+    gpu.best_ncu_check = store.load_attempt(gpu.run_id, 3).verify.ncu_check.line
     gpu.attempts, gpu.rounds, gpu.status, gpu.stop_reason = 3, 3, "succeeded", "target reached: 1.25x >= 1x"
     store.save_best(gpu, store.attempt_text(gpu.run_id, 3, "kernel.py"))
     store.save_run(gpu)
@@ -75,6 +80,7 @@ def make_results(root: Path) -> dict[str, str]:
                                     verify=verdict("ok")), source=gelu)
     cpu.best_attempt, cpu.attempts, cpu.rounds, cpu.status = 1, 1, 1, "succeeded"
     cpu.stop_reason = "attempt 1 is correct; nothing was timed (no GPU)"
+    cpu.best_ncu_check = "ncu cross-check: not run (nothing was timed (no GPU): no claimed time to check)"
     store.save_best(cpu, gelu)
     store.save_run(cpu)
 
@@ -119,6 +125,26 @@ def test_a_cpu_run_says_not_timed(results, capsys):
     root, ids = results
     _, out, _ = show(capsys, root, ids["cpu"])
     assert "correct, not timed" in out and "not timed" in out
+
+
+def test_a_run_shows_its_best_kernels_ncu_cross_check(results, capsys):
+    root, ids = results
+    _, out, _ = show(capsys, root, ids["gpu"])
+    line = next(x for x in out.splitlines() if x.startswith("ncu cross-check:"))
+    assert line.startswith("ncu cross-check: consistent (claimed 0.3840 ms per call, Nsight Compute measured 0.3510")
+
+
+def test_a_run_not_cross_checked_says_why(results, capsys):
+    root, ids = results
+    _, out, _ = show(capsys, root, ids["cpu"])
+    assert "ncu cross-check: not run (nothing was timed (no GPU)" in out
+
+
+def test_the_cross_checked_attempt_shows_its_check(results, capsys):
+    root, ids = results
+    _, three, _ = show(capsys, root, ids["gpu"], "--attempt", "3")
+    _, two, _ = show(capsys, root, ids["gpu"], "--attempt", "2")
+    assert "ncu cross-check: consistent (claimed 0.3840 ms" in three and "ncu cross-check" not in two
 
 
 def test_a_unique_prefix_names_a_run(results, capsys):

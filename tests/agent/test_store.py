@@ -152,6 +152,56 @@ def test_an_older_index_is_rebuilt_when_run_gains_a_field(tmp_path, monkeypatch)
         assert "seed" in {row[1] for row in conn.execute("PRAGMA table_info(runs)")}
 
 
+CONSISTENT = ("ncu cross-check: consistent (claimed 0.5000 ms per call, Nsight Compute measured 0.4700 ms of "
+              "device time over 1 kernel launch (mean of 3 calls); ...)")
+
+
+def test_the_best_kernels_ncu_check_round_trips_through_files_and_index(tmp_path):
+    from verifier.records import NcuCheck
+
+    store = Store(tmp_path)
+    run = make_run(store, best_ncu_check=CONSISTENT)
+    attempt = make_attempt(run, 1)
+    attempt.verify.ncu_check = NcuCheck(status="consistent", reason="claimed 0.5000 ms ...", claimed_ms=0.5,
+                                        ncu_ms=0.47, margin=1.25, kernels=1, streams=1, calls=3)
+    store.save_attempt(run, attempt, source="x = 1\n")
+    assert store.load_run(run.run_id).best_ncu_check == CONSISTENT
+    [listed] = store.list_runs()
+    assert listed.best_ncu_check == CONSISTENT
+    assert store.load_attempt(run.run_id, 1).verify.ncu_check == attempt.verify.ncu_check
+
+
+def test_an_index_made_before_the_ncu_check_is_rebuilt_with_it(tmp_path, monkeypatch):
+    import dataclasses
+
+    import agent.store
+
+    def older_field(f):
+        if f.default is not dataclasses.MISSING:
+            return dataclasses.field(default=f.default)
+        if f.default_factory is not dataclasses.MISSING:
+            return dataclasses.field(default_factory=f.default_factory)
+        return dataclasses.field()
+
+    # Run as it was before the field, and the index that kgen made: its version, no column for the field
+    older = dataclasses.make_dataclass("Run", [(f.name, f.type, older_field(f)) for f in dataclasses.fields(Run)
+                                               if f.name != "best_ncu_check"])
+    monkeypatch.setattr(agent.store, "Run", older)
+    older_version = agent.store.schema_version()
+    monkeypatch.undo()
+    assert older_version != agent.store.schema_version()
+    store = Store(tmp_path)
+    run = make_run(store)
+    with sqlite3.connect(store.index_path) as conn:
+        conn.execute("ALTER TABLE runs DROP COLUMN best_ncu_check")
+        conn.execute(f"PRAGMA user_version = {older_version}")
+
+    run.best_ncu_check = CONSISTENT
+    Store(tmp_path).save_run(run)                              # no "no column named best_ncu_check"
+    [listed] = Store(tmp_path).list_runs()
+    assert listed.run_id == run.run_id and listed.best_ncu_check == CONSISTENT
+
+
 def test_the_index_is_written_ahead_so_readers_do_not_block_the_loop(tmp_path):
     store = Store(tmp_path)
     make_run(store)

@@ -106,3 +106,52 @@ def test_a_verified_kernel_ran_on_the_worker_started_first(workers, capsys):
     out = capsys.readouterr().out
     assert out.startswith("OK") and "pre-started" in out
     assert len(workers) == 1 and not _alive(workers[0].pid)
+
+
+# ---- --strict: the ncu cross-check
+
+
+@pytest.mark.parametrize("device", ["auto", "cpu"])
+def test_strict_without_a_gpu_is_refused_before_anything_runs(device, workers, capsys):
+    if device == "auto":
+        import torch
+
+        if torch.cuda.is_available():
+            pytest.skip("there is a GPU here")
+    argv = ["verify", str(ROOT / "tasks" / "softmax.py"), str(GOOD_KERNEL), "--strict", "--device", device]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("kgen: error: --strict: the ncu cross-check needs a GPU and Nsight Compute (ncu)")
+    assert "without --strict" in err and err.count("\n") == 1, err
+    assert workers == []
+
+
+@pytest.mark.parametrize("device_ms, code, words", [
+    (0.2576, 0, "ncu cross-check: consistent (claimed 0.2716 ms per call"),
+    (0.5000, 1, "ncu cross-check: inconsistent (timing inconsistent: claimed 0.2716 ms per call"),
+    (None, 2, "ncu cross-check: not run (ncu may not read the GPU's performance counters"),
+])
+def test_strict_exits_zero_only_on_a_consistent_check(device_ms, code, words, monkeypatch, capsys):
+    import contextlib
+
+    import agent.commands.verify as command
+    import profiler.crosscheck
+    import verifier.verify
+    from verifier import timing
+
+    def measured(task, source, result, **kwargs):
+        if device_ms is None:
+            return profiler.crosscheck.not_run("ncu may not read the GPU's performance counters (ERR_NVGPUCTRPERM)")
+        return timing.ncu_check(result.timing.median_ms, device_ms, kernels=1, streams=1, calls=3)
+
+    # as on a GPU with ncu: the verdict is a timed one, the measurement ncu's stand-in, the decision the real one
+    monkeypatch.setattr(command, "strict_refusal", lambda device: None)
+    monkeypatch.setattr(verifier.verify, "prestart_worker", lambda: contextlib.nullcontext(None))
+    monkeypatch.setattr(verifier.verify, "verify", lambda task, source, config, worker=None: timed("graph"))
+    monkeypatch.setattr(profiler.crosscheck, "cross_check", measured)
+    assert main(["verify", str(ROOT / "tasks" / "softmax.py"), str(GOOD_KERNEL), "--strict"]) == code
+    captured = capsys.readouterr()
+    assert words in captured.out
+    assert captured.out.startswith("REJECTED" if code == 1 else "OK")
+    if code == 2:
+        assert "the strict check was not made, so this is no pass" in captured.err

@@ -204,3 +204,42 @@ def test_the_l2_flush_buffer_is_on_the_gpu(monkeypatch):
     assert made == [(2 * (50 << 20) // 4, torch.int32, torch.device("cuda", 0))]
     with pytest.raises(ValueError, match="must live on the GPU"):
         timing.l2_flush_buffer("cpu")
+
+
+# ---- ncu's device time against the claim (the decision; the measurement is tests/profiler/test_crosscheck.py)
+
+
+def test_a_claim_at_or_above_ncus_time_is_consistent():
+    assert timing.ncu_inconsistency(0.2716, 0.2576, kernels=1) is None       # a graph replay 5% above ncu
+    assert timing.ncu_check(0.2716, 0.2576, kernels=1, streams=1, calls=3).status == "consistent"
+
+
+def test_a_claim_shorter_than_ncus_time_within_the_margin_is_consistent():
+    floor = timing.ncu_floor_ms(0.2576)
+    assert floor == pytest.approx((0.2576 - timing.NCU_SLACK_MS) / timing.NCU_MARGIN)
+    assert timing.ncu_inconsistency(floor + 1e-6, 0.2576, kernels=1) is None
+
+
+def test_a_claim_below_ncus_time_over_the_margin_is_inconsistent():
+    floor = timing.ncu_floor_ms(0.2576)
+    assert timing.ncu_inconsistency(floor - 1e-4, 0.2576, kernels=1) is not None
+    assert timing.ncu_check(0.1, 0.2576, kernels=2, streams=1, calls=3).status == "inconsistent"
+
+
+def test_the_inconsistency_names_both_numbers_and_the_margin():
+    reason = timing.ncu_inconsistency(0.1000, 0.2576, kernels=2)
+    assert reason.startswith("timing inconsistent: claimed 0.1000 ms per call")
+    assert "0.2576 ms of device time per call" in reason and "2 kernel launches" in reason
+    assert f"/ {timing.NCU_MARGIN:g}" in reason and "0.2045 ms" in reason
+
+
+def test_a_consistent_check_names_both_numbers_too():
+    check = timing.ncu_check(0.2716, 0.2576, kernels=1, streams=2, calls=3)
+    assert "claimed 0.2716 ms" in check.reason and "0.2576 ms of device time" in check.reason
+    assert "on 2 streams" in check.reason and "mean of 3 calls" in check.reason
+    assert (check.claimed_ms, check.ncu_ms, check.margin, check.streams) == (0.2716, 0.2576, timing.NCU_MARGIN, 2)
+
+
+def test_the_ncu_margin_is_tighter_than_the_blocks():
+    # the device's own time needs neither the block's scheduling margin nor the host's launch slack
+    assert 1.0 < timing.NCU_MARGIN < timing.BLOCK_MARGIN and timing.NCU_SLACK_MS < timing.BLOCK_SLACK_MS
