@@ -65,7 +65,7 @@ from agent.proposers.base import AttemptSummary, Proposal, ProposeContext, Propo
 from agent.records import Attempt, Run
 from agent.store import Store, utc_now
 from profiler.records import Diagnosis
-from verifier.records import Task, VerifyConfig, VerifyResult
+from verifier.records import NOT_CHECKED_HERE, Task, VerifyConfig, VerifyResult
 
 VerifyFn = Callable[[Task, str, VerifyConfig], VerifyResult]
 ProfileFn = Callable[[Task, str], "Diagnosis | None"]
@@ -426,9 +426,15 @@ class OptimizeLoop:
         if reason is None and cfg.timeout_s is not None and wall >= cfg.timeout_s:
             reason = f"wall-clock budget spent: {wall:.0f} s >= {cfg.timeout_s:g} s"
         history = state.get("history", [])
-        if reason is None and state.get("best") is None and any(h["status"] == "not_run" for h in history):
-            reason = ("a candidate compiles, but CUDA kernels cannot run without a GPU, so none can be checked "
-                      "here: run on a GPU, or use --backend triton (checked under the Triton interpreter)")
+        unchecked = [h for h in history if h["status"] in NOT_CHECKED_HERE]
+        if reason is None and state.get("best") is None and unchecked:
+            # NOTE: this machine's shortcoming, not the kernels': more rounds would learn nothing
+            if any(h["status"] == "not_run" for h in unchecked):
+                reason = ("a candidate compiles, but CUDA kernels cannot run without a GPU, so none can be checked "
+                          "here: run on a GPU, or use --backend triton (checked under the Triton interpreter)")
+            else:
+                reason = (f"CUDA kernels are not checkable on this machine ({unchecked[-1]['reason']}); "
+                          "or use --backend triton (checked under the Triton interpreter)")
         if reason is None:
             exhausted = self.proposer.exhausted(self.context(state, round_ + 1))
             if exhausted:

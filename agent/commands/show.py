@@ -27,7 +27,9 @@ LIST_LIMIT = 15
 REASON_CHARS = 140      # of an attempt's reason in a table; `--attempt N` shows it whole
 PIPE_WIDTH = 160        # columns when stdout is not a terminal
 STATUS_STYLE = {"ok": "green", "succeeded": "green", "stopped": "yellow", "running": "cyan",
-                "interrupted": "magenta", "mismatch": "yellow", "no_code": "magenta"}
+                "interrupted": "magenta", "mismatch": "yellow", "no_code": "magenta",
+                # NOTE: not red: this machine could not check the kernel, which is no failure of it
+                "not_run": "blue", "not_checkable": "blue"}
 
 
 def register(sub) -> None:

@@ -8,8 +8,14 @@ get_small_inputs(), or on shapes derived from its size constants
 (verifier.shapes; docs/kernelbench.md), which the verdict names.
 
 Prints the status, the reason, the feedback and (on a GPU) timings and
-speedups; `--json` prints the VerifyResult instead. Exit code 0 only when the
-kernel passed; 1 when it did not; 2 for a malformed task or a missing file.
+speedups; `--json` prints the VerifyResult instead. Exit codes:
+
+    0  the kernel passed
+    1  it did not (compile error, mismatch, rejected, ...): a verdict on the kernel
+    2  a malformed task, a missing file, a bad flag
+    3  this machine could not check it: a CUDA kernel with no GPU here, compiled with nvcc but
+       not run ("not_run"), or not even compiled ("not_checkable": no nvcc, or no CUDA headers in
+       this build of torch). No verdict on the kernel either way: run it on a GPU machine.
 """
 
 from __future__ import annotations
@@ -22,6 +28,8 @@ from pathlib import Path
 from agent.flags import positive_float, positive_int, small_shapes
 from verifier.protocols import protocol, reported_ms
 from verifier.records import TIMING_METHODS, VerifyConfig
+
+NOT_CHECKED_EXIT = 3   # neither passed (0) nor failed (1): this machine could not check the kernel
 
 
 def register(sub) -> None:
@@ -88,7 +96,9 @@ def run(args) -> int:
         print(json.dumps(result.to_dict(), indent=2))
     else:
         print(render(result, args.kernel))
-    return 0 if result.passed else 1
+    if result.passed:
+        return 0
+    return 1 if result.checked_here else NOT_CHECKED_EXIT
 
 
 def render(result, kernel_path: str = "") -> str:
@@ -97,6 +107,9 @@ def render(result, kernel_path: str = "") -> str:
     lines = [head.rstrip(), f"reason: {result.reason}"]
     if result.feedback and not result.passed:
         lines += ["", result.feedback.rstrip(), ""]
+    if not result.checked_here:
+        lines.append("not a verdict on the kernel: this machine cannot check it (no GPU here); "
+                     "run kgen verify on a GPU machine to check and time it")
     if result.timing:
         t = result.timing
         how = " (CUDA graph replays)" if t.method == "graph" else " (each call as issued, the host's cost included)"
