@@ -140,7 +140,10 @@ class Run:
     cost_usd: float = 0.0
     started_at: str = ""            # ISO 8601, UTC
     finished_at: str = ""           # ISO 8601, UTC; "" while running
-    wall_s: float = 0.0             # seconds the loop worked on it, summed over resumes
+    wall_s: float = 0.0             # seconds of wall clock, each session from its command's start, summed over resumes
+    # seconds per phase (start-up, analysis, proposing, verifying, profiling, other), summed over resumes: they
+    # add up to wall_s. NOTE: kept in run.json only, not in the index (list_runs() gives them empty)
+    phases: dict[str, float] = field(default_factory=dict)
 
     @property
     def timed(self) -> bool:

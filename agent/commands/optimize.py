@@ -134,7 +134,8 @@ def run(args) -> int:
     view = make_view(sys.stderr)
     try:
         with view:
-            run_ = optimize(args.task, config, resume=resume, on_event=view.handle)
+            run_ = optimize(args.task, config, resume=resume, on_event=view.handle,
+                            started_s=getattr(args, "started_s", None))
     except TaskError as exc:
         _error(str(exc))
         return 2
@@ -161,6 +162,11 @@ def run_record(run_, store) -> dict:
             "best_path": str(store.run_dir(run_.run_id) / "best.py") if best is not None else None}
 
 
+def phases_text(phases: dict[str, float]) -> str:
+    """Where a run's wall time went, the phases in order, each to a tenth of a second (they sum to the total)."""
+    return ", ".join(f"{name} {secs:.1f} s" for name, secs in phases.items())
+
+
 def summary(run_, store) -> str:
     """The end of a run for a person: what was found, how fast, where it is, how to review it."""
     lines = [f"run {run_.run_id}: {run_.status} - {run_.stop_reason}"]
@@ -183,7 +189,7 @@ def summary(run_, store) -> str:
     else:
         lines.append("no verified kernel")
     lines.append(f"attempts: {run_.attempts} in {run_.rounds} round{'' if run_.rounds == 1 else 's'}; tokens {run_.tokens:,}; "
-                 f"cost ${run_.cost_usd:.4f}; {run_.wall_s:.0f} s")
+                 f"cost ${run_.cost_usd:.4f}; {run_.wall_s:.0f} s" + (f" ({phases_text(run_.phases)})" if run_.phases else ""))
     if run_.status == "interrupted" or (run_.status == "failed" and run_.best_attempt is None):
         lines.append(f"continue: kgen optimize --resume {run_.run_id}")
     lines.append(f"review: kgen show {run_.run_id}    kgen report {run_.run_id}")
