@@ -172,6 +172,9 @@ class OptimizeLoop:
         self.timed = run.device == "cuda"
         self._wall_before_s = wall_before_s      # wall time of earlier sessions of this run
         self._phases_before = dict(phases_before or {})
+        unaccounted_s = wall_before_s - sum(self._phases_before.values())
+        if unaccounted_s > 1e-3:   # a run stored before phases were kept: its earlier wall time, as "other"
+            self._phases_before[OTHER_PHASE] = self._phases_before.get(OTHER_PHASE, 0.0) + unaccounted_s
         # NOTE: the session counts from its command's start (time.monotonic()), not from here: the task's loading,
         # the proposer's set-up and the process's own start-up are part of the wall clock a user sees
         now = time.monotonic()

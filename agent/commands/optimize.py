@@ -14,7 +14,13 @@ and flags given explicitly replace them (say, a larger --max-iters).
 
 Exit codes: 0 a verified kernel was found; 1 none was (or the proposer
 failed: the run is stored as failed); 2 bad usage or a malformed task;
+3 no kernel could be checked on this machine (every attempt a CUDA kernel with
+no GPU here: not_run or not_checkable, as `kgen verify`'s 3);
 130 interrupted (the run is stored and resumable).
+
+The run's duration (`wall_s`, and its `phases`: start-up, analysis, proposing,
+verifying, profiling, other, which add up to it) is wall clock from the
+command's start, summed over resumes.
 """
 
 from __future__ import annotations
@@ -25,7 +31,8 @@ import sys
 
 from agent.config import BACKENDS, DEVICES, PROPOSERS, OptimizeConfig
 from agent.flags import positive_float, positive_int, small_shapes
-from verifier.records import TIMING_METHODS
+from agent.commands.verify import NOT_CHECKED_EXIT
+from verifier.records import NOT_CHECKED_HERE, TIMING_METHODS
 
 # flag dest -> OptimizeConfig field, for every flag that sets one
 FIELDS = {
@@ -152,7 +159,12 @@ def run(args) -> int:
         return 130
     if run_.status == "failed" and run_.stop_reason.startswith("the proposer failed"):
         _error(run_.stop_reason)
-    return 0 if run_.best_attempt is not None else 1
+    if run_.best_attempt is not None:
+        return 0
+    attempts = store.load_attempts(run_.run_id)
+    if attempts and all(a.status in NOT_CHECKED_HERE for a in attempts):
+        return NOT_CHECKED_EXIT   # as kgen verify: no kernel was found wrong, this machine could not check them
+    return 1
 
 
 def run_record(run_, store) -> dict:

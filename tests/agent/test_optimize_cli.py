@@ -316,3 +316,31 @@ def test_a_verdicts_reported_duration_is_the_wall_clock_of_kgen_verify(tmp_path)
                                         "--device", "cpu", cwd=tmp_path)
     assert abs(result["wall_s"] - measured_s) < TOLERANCE_S, (result["wall_s"], measured_s, result["phases"])
     assert sum(result["phases"].values()) == pytest.approx(result["wall_s"], abs=0.01), result["phases"]
+
+
+def test_a_run_whose_kernels_this_machine_cannot_check_exits_3(task_path, results, endpoint, monkeypatch, tmp_path):
+    from torch.utils import cpp_extension
+
+    from test_graph import CUDA_ADD
+
+    # a CPU build of torch without its CUDA headers: a load_inline kernel is not checkable here
+    monkeypatch.setattr(cpp_extension, "include_paths", lambda *a, **k: [str(tmp_path)])
+    endpoint([reply(CUDA_ADD), reply(CUDA_ADD)])
+    code = main(["optimize", str(task_path), "--device", "cpu", "--backend", "cuda", "--model", "test-model",
+                 "--max-iters", "2"])
+    assert code == 3
+    [run] = Store(results).list_runs()
+    assert run.best_attempt is None and "not checkable" in run.stop_reason
+
+
+def test_a_resumed_run_stored_without_phases_keeps_its_earlier_wall_time():
+    from agent.graph import OTHER_PHASE, OptimizeLoop
+    from agent.records import Run
+    from verifier.records import VerifyConfig
+
+    run = Run(run_id="r", task="affine", task_path="affine.py", device="cpu", wall_s=30.0)   # phases: {}
+    loop = OptimizeLoop(task=None, config=OptimizeConfig(), proposer=None, store=None, run=run, verify_fn=None,
+                        profile_fn=None, verify_config=VerifyConfig(), wall_before_s=run.wall_s,
+                        phases_before=run.phases)
+    phases = loop.phases()
+    assert sum(phases.values()) == pytest.approx(loop.wall_s(), abs=1e-3) and phases[OTHER_PHASE] >= 30.0
