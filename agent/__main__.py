@@ -1,7 +1,5 @@
 """`python -m agent ...` is the same as the `kgen` console script."""
 
-import sys
+from agent.cli import entry
 
-from agent.cli import main
-
-sys.exit(main())
+entry()

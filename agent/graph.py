@@ -71,7 +71,7 @@ from agent.proposers.base import AttemptSummary, Proposal, ProposeContext, Propo
 from agent.records import Attempt, Run
 from agent.store import Store, utc_now
 from profiler.records import Diagnosis
-from verifier.records import NcuCheck, Task, VerifyConfig, VerifyResult
+from verifier.records import NOT_CHECKED_HERE, NcuCheck, Task, VerifyConfig, VerifyResult
 
 VerifyFn = Callable[[Task, str, VerifyConfig], VerifyResult]
 ProfileFn = Callable[[Task, str], "Diagnosis | None"]
@@ -164,13 +164,20 @@ def _proposal_dict(p: Proposal, number: int, round_: int) -> dict[str, Any]:
     return {**dataclasses.asdict(p), "number": number, "round": round_}
 
 
+# A run's phases besides the nodes' (analysis, proposing, verifying, profiling): the command's start to the loop's
+# (Python, kgen, the task's loading, the proposer's set-up) and the rest (checkpoints, the store, the pool's end).
+STARTUP_PHASE = "start-up"
+OTHER_PHASE = "other"
+
+
 class OptimizeLoop:
     """The nodes of the graph, bound to one run's task, config, store and collaborators."""
 
     def __init__(self, *, task: Task, config: OptimizeConfig, proposer: Proposer, store: Store, run: Run,
                  verify_fn: VerifyFn, profile_fn: ProfileFn | None, verify_config: VerifyConfig,
                  on_event: EventFn | None = None, wall_before_s: float = 0.0, analyze_fn: AnalyzeFn | None = None,
-                 crosscheck_fn: CrossCheckFn | None = None, no_crosscheck: str = ""):
+                 crosscheck_fn: CrossCheckFn | None = None, no_crosscheck: str = "",
+                 started_s: float | None = None, phases_before: dict[str, float] | None = None):
         self.task = task
         self.analyze_fn = analyze_fn or analyze_task
         self.config = config
@@ -185,8 +192,16 @@ class OptimizeLoop:
         self.verify_config = verify_config
         self.on_event = on_event
         self.timed = run.device == "cuda"
-        self._wall_before_s = wall_before_s      # loop time of earlier sessions of this run
-        self._session_t0 = time.monotonic()
+        self._wall_before_s = wall_before_s      # wall time of earlier sessions of this run
+        self._phases_before = dict(phases_before or {})
+        unaccounted_s = wall_before_s - sum(self._phases_before.values())
+        if unaccounted_s > 1e-3:   # a run stored before phases were kept: its earlier wall time, as "other"
+            self._phases_before[OTHER_PHASE] = self._phases_before.get(OTHER_PHASE, 0.0) + unaccounted_s
+        # NOTE: the session counts from its command's start (time.monotonic()), not from here: the task's loading,
+        # the proposer's set-up and the process's own start-up are part of the wall clock a user sees
+        now = time.monotonic()
+        self._session_t0 = now if started_s is None else min(started_s, now)
+        self._phases: dict[str, float] = {STARTUP_PHASE: now - self._session_t0}
 
     # -- plumbing --
 
@@ -196,6 +211,25 @@ class OptimizeLoop:
 
     def wall_s(self) -> float:
         return self._wall_before_s + (time.monotonic() - self._session_t0)
+
+    def phases(self) -> dict[str, float]:
+        """Seconds per phase over every session so far; with "other" (what no phase holds) they sum to wall_s()."""
+        session_s = time.monotonic() - self._session_t0
+        known = dict(self._phases)
+        known[OTHER_PHASE] = max(0.0, session_s - sum(known.values()))
+        total = dict(self._phases_before)
+        for name, secs in known.items():
+            total[name] = total.get(name, 0.0) + secs
+        return total
+
+    def _timed(self, phase: str, node):
+        """The node, its time added to `phase` (a node cut short by Ctrl-C leaves its time to "other")."""
+        def timed(state):
+            t0 = time.monotonic()
+            out = node(state)
+            self._phases[phase] = self._phases.get(phase, 0.0) + (time.monotonic() - t0)
+            return out
+        return timed
 
     def context(self, state: LoopState, round_: int) -> ProposeContext:
         best = _best(state)
@@ -214,10 +248,10 @@ class OptimizeLoop:
         from langgraph.graph import END, StateGraph
 
         graph = StateGraph(LoopState)
-        graph.add_node("analyze", self.analyze)
-        graph.add_node("propose", self.propose)
-        graph.add_node("verify", self.verify)
-        graph.add_node("profile", self.profile)
+        graph.add_node("analyze", self._timed("analysis", self.analyze))
+        graph.add_node("propose", self._timed("proposing", self.propose))
+        graph.add_node("verify", self._timed("verifying", self.verify))
+        graph.add_node("profile", self._timed("profiling", self.profile))
         graph.add_node("decide", self.decide)
         graph.set_entry_point("analyze")
         graph.add_edge("analyze", "propose")
@@ -434,6 +468,7 @@ class OptimizeLoop:
         tokens = state.get("prompt_tokens", 0) + state.get("completion_tokens", 0)
         cost = state.get("cost_usd", 0.0)
         self.run.wall_s = wall
+        self.run.phases = self.phases()
         self.run.rounds = round_
 
         reason = None if cfg.keep_going else self.goal_met(_best(state))
@@ -448,9 +483,15 @@ class OptimizeLoop:
         if reason is None and cfg.timeout_s is not None and wall >= cfg.timeout_s:
             reason = f"wall-clock budget spent: {wall:.0f} s >= {cfg.timeout_s:g} s"
         history = state.get("history", [])
-        if reason is None and state.get("best") is None and any(h["status"] == "not_run" for h in history):
-            reason = ("a candidate compiles, but CUDA kernels cannot run without a GPU, so none can be checked "
-                      "here: run on a GPU, or use --backend triton (checked under the Triton interpreter)")
+        unchecked = [h for h in history if h["status"] in NOT_CHECKED_HERE]
+        if reason is None and state.get("best") is None and unchecked:
+            # NOTE: this machine's shortcoming, not the kernels': more rounds would learn nothing
+            if any(h["status"] == "not_run" for h in unchecked):
+                reason = ("a candidate compiles, but CUDA kernels cannot run without a GPU, so none can be checked "
+                          "here: run on a GPU, or use --backend triton (checked under the Triton interpreter)")
+            else:
+                reason = (f"CUDA kernels are not checkable on this machine ({unchecked[-1]['reason']}); "
+                          "or use --backend triton (checked under the Triton interpreter)")
         if reason is None:
             exhausted = self.proposer.exhausted(self.context(state, round_ + 1))
             if exhausted:
@@ -513,8 +554,12 @@ def optimize(task_path: str | Path | None, config: OptimizeConfig, *, resume: st
              proposer: Proposer | None = None, verify_fn: VerifyFn | None = None,
              profile_fn: ProfileFn | None = _DEFAULT, on_event: EventFn | None = None,
              store: Store | None = None, analyze_fn: AnalyzeFn | None = None,
-             machine: tuple[str, str] | None = None, crosscheck_fn: CrossCheckFn | None = _DEFAULT) -> Run:
+             machine: tuple[str, str] | None = None, crosscheck_fn: CrossCheckFn | None = _DEFAULT,
+             started_s: float | None = None) -> Run:
     """Run (or resume) the loop for one task; returns the stored Run.
+
+    `started_s`: when the command started (time.monotonic()); the run's wall time counts from there (default:
+    this call), so that it holds the task's loading and the set-up too.
 
     `machine`: the (device, GPU name) the GPU calls run on when they are not this process's (a cluster's:
     agent.board.ray), with `analyze_fn`, `verify_fn` and `profile_fn` sending them there; the ncu cross-check
@@ -528,6 +573,7 @@ def optimize(task_path: str | Path | None, config: OptimizeConfig, *, resume: st
     """
     from verifier.task import load_task
 
+    started_s = time.monotonic() if started_s is None else started_s
     store = store or Store(config.results_dir)
     if resume is not None:
         run = store.load_run(store.resolve_run_id(resume))
@@ -564,12 +610,14 @@ def optimize(task_path: str | Path | None, config: OptimizeConfig, *, resume: st
 
     try:
         return _run_loop(task, config, store, run, proposer, device, verify_fn, profile_fn, on_event, analyze_fn,
-                         crosscheck_fn, no_crosscheck)
+                         crosscheck_fn, no_crosscheck, started_s)
     except KeyboardInterrupt:
         # NOTE: Ctrl-C (or SIGTERM/SIGHUP, agent.cli) before the loop's own handler is in place: the run is
         # stored already, so it must not stay "running"
         if run.status == "running":
             run.status, run.finished_at = "interrupted", utc_now()
+            run.wall_s += time.monotonic() - started_s
+            run.phases = {**run.phases, OTHER_PHASE: run.phases.get(OTHER_PHASE, 0.0) + time.monotonic() - started_s}
             run.stop_reason = f"interrupted; continue with: kgen optimize --resume {run.run_id}"
             store.save_run(run)
             if on_event is not None:
@@ -579,7 +627,8 @@ def optimize(task_path: str | Path | None, config: OptimizeConfig, *, resume: st
 
 def _run_loop(task, config: OptimizeConfig, store: Store, run: Run, proposer: Proposer, device: str,
               verify_fn: VerifyFn | None, profile_fn: ProfileFn | None, on_event: EventFn | None,
-              analyze_fn: AnalyzeFn | None, crosscheck_fn: CrossCheckFn | None = None, no_crosscheck: str = "") -> Run:
+              analyze_fn: AnalyzeFn | None, crosscheck_fn: CrossCheckFn | None = None, no_crosscheck: str = "",
+              started_s: float | None = None) -> Run:
     """The stored run's loop, from its verifier's set-up to its end."""
     verify_config = config.verify_config(device, store.root)
     conn, saver = _checkpointer(store)
@@ -594,7 +643,8 @@ def _run_loop(task, config: OptimizeConfig, store: Store, run: Run, proposer: Pr
     loop = OptimizeLoop(task=task, config=config, proposer=proposer, store=store, run=run,
                         verify_fn=pool.verify if pool else verify_fn, profile_fn=profile_fn,
                         verify_config=verify_config, on_event=on_event, wall_before_s=run.wall_s,
-                        analyze_fn=analyze_fn, crosscheck_fn=crosscheck_fn, no_crosscheck=no_crosscheck)
+                        analyze_fn=analyze_fn, crosscheck_fn=crosscheck_fn, no_crosscheck=no_crosscheck,
+                        started_s=started_s, phases_before=run.phases)
     with closing(conn), (pool or nullcontext()):
         app = loop.build(saver)
         thread = {"configurable": {"thread_id": run.run_id},
@@ -656,6 +706,7 @@ def _resolved(config: OptimizeConfig, proposer: Proposer) -> OptimizeConfig:
 
 
 def _finish(store: Store, run: Run, loop: OptimizeLoop, status: str, reason: str) -> Run:
-    finish_run(store, run, status, reason, wall_s=loop.wall_s())
+    run.phases = loop.phases()
+    finish_run(store, run, status, reason, wall_s=sum(run.phases.values()))
     loop.emit("stop", message=reason)
     return run

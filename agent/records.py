@@ -32,6 +32,13 @@ RUN_STATUSES = (
 )
 
 
+# How close a failed attempt came, nearest first: it ran and only its values were wrong; it compiled (here, or
+# with nvcc where nothing could run); it built and then raised, hung, broke a rule or crashed; it did not build;
+# nothing of it could be checked; there was no kernel at all.
+CLOSENESS = ("mismatch", "not_run", "runtime_error", "timeout", "rejected", "crashed", "harness_error",
+             "compile_error", "not_checkable", "no_code")
+
+
 @dataclass
 class Attempt:
     """One candidate kernel: what was proposed, what the verifier and the profiler said."""
@@ -114,6 +121,15 @@ class Attempt:
         return cls(**data)
 
 
+def closest_attempt(attempts: list[Attempt]) -> Attempt | None:
+    """A failed run's nearest miss: the attempt of the nearest CLOSENESS status, the one that passed the
+    most trials among those, the latest of equals (the loop's last word); None when there is no attempt."""
+    def rank(a: Attempt):
+        near = CLOSENESS.index(a.status) if a.status in CLOSENESS else len(CLOSENESS)
+        return (-near, a.verify.trials if a.verify is not None else 0, a.number)
+    return max(attempts, key=rank, default=None)
+
+
 @dataclass
 class Run:
     """One `kgen optimize` of one task: its settings, where it stands, and its best kernel."""
@@ -142,7 +158,10 @@ class Run:
     cost_usd: float = 0.0
     started_at: str = ""            # ISO 8601, UTC
     finished_at: str = ""           # ISO 8601, UTC; "" while running
-    wall_s: float = 0.0             # seconds the loop worked on it, summed over resumes
+    wall_s: float = 0.0             # seconds of wall clock, each session from its command's start, summed over resumes
+    # seconds per phase (start-up, analysis, proposing, verifying, profiling, other), summed over resumes: they
+    # add up to wall_s. NOTE: kept in run.json only, not in the index (list_runs() gives them empty)
+    phases: dict[str, float] = field(default_factory=dict)
 
     @property
     def timed(self) -> bool:

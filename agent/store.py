@@ -97,8 +97,8 @@ def _sql_type(annotation: str) -> str:
 
 
 def run_columns() -> tuple[str, ...]:
-    """The Run fields the runs table holds, in order (config is stored as config_json)."""
-    return tuple(f.name for f in dataclasses.fields(Run) if f.name != "config")
+    """The Run fields the runs table holds, in order (config is stored as config_json; phases in run.json only)."""
+    return tuple(f.name for f in dataclasses.fields(Run) if f.name not in ("config", "phases"))
 
 
 def index_schema() -> list[str]:

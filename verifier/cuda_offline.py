@@ -6,12 +6,16 @@ in place before the candidate is imported: each compiles the CUDA source it is
 given with `nvcc` for sm_90 (the same C++ the real backend would build) and
 returns an object that refuses to launch. A compile error surfaces as
 `CompileException` carrying nvcc's own message; `built()` lists what compiled.
+The verdict then is "not_run" (compiled with nvcc, not run here). Whether nvcc
+can compile it here at all (nvcc present; for load_inline, torch's CUDA
+headers) is decided before the job, by the judge's side
+(`verifier.devices.cuda_checkable_here`): where it cannot, the candidate is
+"not_checkable" and these stand-ins never run.
 """
 
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -26,7 +30,9 @@ class CompileException(Exception):
 
 
 def _nvcc(code: str, label: str, extra: list[str]) -> None:
-    nvcc = shutil.which("nvcc")
+    from verifier.devices import find_nvcc
+
+    nvcc = find_nvcc()   # NOTE: where verifier.devices looked before the job: the judge's check and this agree
     if nvcc is None:
         raise CompileException("nvcc not found: cannot compile CUDA sources on this machine (install the CUDA toolkit)")
     with tempfile.TemporaryDirectory(dir=os.getcwd()) as tmp:

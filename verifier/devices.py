@@ -17,8 +17,11 @@ and `.to("cuda")` are covered too, since they move each parameter through
 those. It is meant for the task's own code (the trusted reference), never
 around a candidate.
 
-`cuda_checkable_here()` says whether a `load_inline` CUDA candidate can be
-compiled here at all: nvcc present and torch built with its CUDA headers.
+`cuda_checkable_here(backend)` says whether a CUDA candidate can be compiled
+here at all, on a machine where it cannot run: nvcc present, and for
+`load_inline` torch built with its CUDA headers. Where it cannot, the verdict
+is "not_checkable" (verifier.verify), decided before any sandbox starts: the
+machine's shortcoming, never the kernel's compile error.
 
     python -m verifier.devices      # prints what this machine can check
 """
@@ -93,22 +96,30 @@ def mentions_cuda(source: str) -> bool:
     return "cuda" in source
 
 
-def cuda_checkable_here() -> tuple[bool, str]:
-    """(True, "") when a load_inline CUDA candidate can be compiled here; else (False, why not).
-
-    Needs nvcc (on PATH, or under CUDA_HOME / CUDA_PATH) and torch's CUDA headers: a CPU build of
-    torch ships without c10/cuda/CUDAStream.h, so load_inline cannot compile a CUDA extension
-    against it even where nvcc exists.
-    """
+def find_nvcc() -> str | None:
+    """nvcc's path: on PATH, else under CUDA_HOME or CUDA_PATH; None when there is none."""
     nvcc = shutil.which("nvcc")
-    if nvcc is None:
-        for var in ("CUDA_HOME", "CUDA_PATH"):
-            root = os.environ.get(var)
-            if root and (Path(root) / "bin" / "nvcc").is_file():
-                nvcc = str(Path(root) / "bin" / "nvcc")
-                break
-    if nvcc is None:
+    if nvcc is not None:
+        return nvcc
+    for var in ("CUDA_HOME", "CUDA_PATH"):
+        root = os.environ.get(var)
+        if root and (Path(root) / "bin" / "nvcc").is_file():
+            return str(Path(root) / "bin" / "nvcc")
+    return None
+
+
+def cuda_checkable_here(backend: str = "load_inline") -> tuple[bool, str]:
+    """(True, "") when a CUDA candidate of `backend` ("load_inline" or "cupy") can be compiled here; else
+    (False, why not).
+
+    Both need nvcc (on PATH, or under CUDA_HOME / CUDA_PATH). load_inline needs torch's CUDA headers too:
+    a CPU build of torch may ship without c10/cuda/CUDAStream.h, and then load_inline cannot compile a CUDA
+    extension against it even where nvcc exists. A cupy source is plain CUDA C++: nvcc alone compiles it.
+    """
+    if find_nvcc() is None:
         return False, "no nvcc here (not on PATH, nor under CUDA_HOME or CUDA_PATH)"
+    if backend != "load_inline":
+        return True, ""
     try:
         import torch
         from torch.utils import cpp_extension
@@ -125,5 +136,6 @@ def cuda_checkable_here() -> tuple[bool, str]:
 
 
 if __name__ == "__main__":
-    ok, why = cuda_checkable_here()
-    print("load_inline CUDA candidates: " + ("can be compiled here" if ok else f"not checkable here: {why}"))
+    for name in ("load_inline", "cupy"):
+        ok, why = cuda_checkable_here(name)
+        print(f"{name} CUDA candidates: " + ("can be compiled here" if ok else f"not checkable here: {why}"))

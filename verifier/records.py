@@ -28,9 +28,15 @@ STATUSES = (
     "timeout",        # it ran past the wall-clock limit; its process group was killed
     "crashed",        # its process died without a verdict (segfault, exit, OOM kill)
     "not_run",        # a CUDA candidate compiled with nvcc on a machine with no GPU: nothing was executed
+    "not_checkable",  # a CUDA candidate on a machine that can neither run nor compile it (no GPU, and no nvcc or
+                      # no CUDA headers in this build of torch): nothing was compiled or run
     "harness_error",  # kgen's own failure (the judge raised, the reference failed, the judge ran out of
                       # memory): never charged to the kernel
 )
+
+# NOTE: statuses that say nothing about the kernel, only about this machine: neither passed nor failed. `kgen verify`
+# exits 3 for them, a board counts them as not checked, and the loop never hands them to a proposer as a fault.
+NOT_CHECKED_HERE = ("not_run", "not_checkable")
 
 
 @dataclass(frozen=True)
@@ -151,6 +157,11 @@ class VerifyResult:
     @property
     def passed(self) -> bool:
         return self.status == "ok"
+
+    @property
+    def checked_here(self) -> bool:
+        """False when this machine could not check the kernel at all (NOT_CHECKED_HERE): no verdict on it."""
+        return self.status not in NOT_CHECKED_HERE
 
     @property
     def best_speedup(self) -> float | None:

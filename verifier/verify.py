@@ -10,7 +10,10 @@ never runs candidate code; the candidate's code runs in a sandboxed candidate
 process (verifier.candidate) that only answers the judge's requests. On a
 machine without a GPU, Triton candidates run under the Triton interpreter on
 the task's small inputs and CUDA candidates are compiled with nvcc only
-(status "not_run": nothing was executed). On a GPU the candidate is checked
+(status "not_run": nothing was executed); where even that cannot be done (no
+nvcc, or a torch built without its CUDA headers for `load_inline`), the status is
+"not_checkable", decided before any process starts, and the reason says what
+this machine lacks and to check the kernel on a GPU machine. On a GPU the candidate is checked
 on the task's real inputs and timed against eager (timed by the judge once the
 candidate process has ended) and torch.compile (default and
 max-autotune-no-cudagraphs, timed once per GPU, task and torch version in a
@@ -174,6 +177,11 @@ def _verify(task: Task, source: str, config: VerifyConfig, worker: CandidateProc
         return VerifyResult(status=problem.status, reason=problem.reason, task=task.name, backend=backend,
                             wall_s=time.perf_counter() - started)
 
+    if device == "cpu" and backend in ("cupy", "load_inline"):
+        unchecked = not_checkable(task, backend, started)
+        if unchecked is not None:
+            return unchecked
+
     cached, baseline_problem = None, ""
     phases = {"static checks": time.perf_counter() - started}
     if device == "cuda" and config.time_it and config.baselines:
@@ -208,6 +216,22 @@ def _verify(task: Task, source: str, config: VerifyConfig, worker: CandidateProc
     result.wall_s = time.perf_counter() - started
     result.phases = _phases(phases, stages, result.wall_s, prestarted)
     return result
+
+
+def not_checkable(task: Task, backend: str, started: float) -> VerifyResult | None:
+    """The verdict for a CUDA candidate this machine can neither run nor compile; None when nvcc can compile it.
+
+    NOTE: decided here, before the candidate's process: nvcc failing on a torch without CUDA headers would read
+    as the kernel's compile error, and nothing about the kernel would have been learnt."""
+    from verifier.devices import cuda_checkable_here
+
+    ok, why = cuda_checkable_here(backend)
+    if ok:
+        return None
+    return VerifyResult(status="not_checkable", task=task.name, backend=backend, device="cpu (no GPU)",
+                        reason=f"not checkable here: {why}; nothing was compiled or run. To check it, run kgen "
+                               f"verify on a GPU machine (there it is compiled, checked and timed)",
+                        wall_s=time.perf_counter() - started)
 
 
 def _phases(parent: dict[str, float], stages: dict[str, float], wall_s: float, prestarted: bool) -> dict[str, float]:

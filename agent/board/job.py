@@ -135,8 +135,10 @@ def _speed_of_light_ms(task, device: str, gpu: str, analyze_task) -> float | Non
         return None
 
 
-def run_job(job: Job, *, log=None, **calls) -> JobOutcome:
+def run_job(job: Job, *, log=None, started_s: float | None = None, **calls) -> JobOutcome:
     """Do one job in this process, its progress to `log` (default stderr). Only a kgen bug raises.
+
+    `started_s`: when the job's process started (time.monotonic()), where the run's wall time counts from.
 
     `calls` go to optimize() (verify_fn, profile_fn, analyze_fn, machine): the Ray executor's GPU calls."""
     from agent.config import OptimizeConfig
@@ -165,7 +167,7 @@ def run_job(job: Job, *, log=None, **calls) -> JobOutcome:
                 view.handle(event)
 
             run = optimize(None if job.resume else job.task_path, config, resume=job.resume, on_event=on_event,
-                           store=store, **calls)
+                           store=store, started_s=started_s, **calls)
     except TaskError as exc:
         return JobOutcome(error=TASK_ERROR, message=str(exc))
     except (ValueError, ProposerError) as exc:   # a device or proposer that cannot be had: nothing ran
@@ -177,9 +179,11 @@ def main(argv: list[str]) -> int:
     if len(argv) != 1:
         print("usage: python -m agent.board.job JOB.json", file=sys.stderr)
         return 2
+    from agent.cli import process_started_s
+
     job = Job.from_dict(json.loads(Path(argv[0]).read_text(encoding="utf-8")))
     try:
-        outcome = run_job(job)
+        outcome = run_job(job, started_s=process_started_s())
     except KeyboardInterrupt:
         outcome = JobOutcome(error=INTERRUPTED, message="interrupted before the run was stored")
     except Exception as exc:   # the task's row says what broke; the traceback goes to the task's log
@@ -192,4 +196,6 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    from agent.cli import exit_now
+
+    exit_now(main(sys.argv[1:]))

@@ -19,6 +19,7 @@ from typing import Any
 from agent.fastp import FastP, Outcome, fast_table, geomean_speedup, speedup_text
 from agent.records import Run
 from agent.store import Store
+from verifier.records import NOT_CHECKED_HERE
 
 MODES = ("optimize", "verify-only")
 BASELINES = {"eager": "eager", "compile": "torch.compile"}   # summary key -> what a person reads
@@ -32,7 +33,8 @@ INTERRUPTED = "interrupted"  # stopped by Ctrl-C; continued when the board runs 
 
 # A row with one of these is not run again when the board resumes.
 FINISHED_RUN = ("succeeded", "stopped", "failed")
-FINISHED_VERIFY = ("ok", "compile_error", "runtime_error", "mismatch", "rejected", "timeout", "crashed", "not_run")
+FINISHED_VERIFY = ("ok", "compile_error", "runtime_error", "mismatch", "rejected", "timeout", "crashed", "not_run",
+                   "not_checkable")
 
 
 
@@ -178,6 +180,10 @@ def summarize(rows: list[Row], device: str = "") -> Summary:
     pending = sum(r.status == PENDING for r in rows)
     if pending:
         notes.append(f"{pending} task(s) not run yet: they count as not correct until the board is resumed")
+    unchecked = [r.task for r in rows if r.status in NOT_CHECKED_HERE]
+    if unchecked:
+        notes.append(f"not checked on this machine: {', '.join(unchecked)} (CUDA kernels, no GPU here; no verdict "
+                     "on them): they count as not correct; run the board on a GPU machine")
     broken = [r.task for r in rows if r.status in (TASK_ERROR, ERROR, MISSING, INTERRUPTED)]
     if broken:
         notes.append(f"no result for {', '.join(broken)} (see each row's reason); they count as not correct")

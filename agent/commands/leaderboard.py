@@ -26,7 +26,9 @@ A task that cannot be loaded or whose run fails is a row that says why.
 
 Exit codes: 0 every task has a result; 1 some task could not be run (a
 malformed task file, a missing kernel, a kgen failure); 2 bad usage;
-130 interrupted (run it again with the same --name to continue).
+130 / 143 / 129 interrupted by Ctrl-C / SIGTERM / SIGHUP: the tasks in flight
+store their runs as interrupted (run and row), and the command that continues
+the board (the same --name) is printed.
 """
 
 from __future__ import annotations
@@ -90,6 +92,25 @@ def sandbox_missing() -> list[str]:
 
     res = run_sandboxed([sys.executable, "-c", "pass"], {}, timeout_s=60)
     return list(res.isolation_missing)
+
+
+def resume_command(args, name: str) -> str:
+    """The command that continues this board: its suite and --name (the optimize settings are the stored
+    board's), with the flags that say where and how it runs, which the board does not store."""
+    import shlex
+
+    argv = ["kgen", "leaderboard", args.suite, "--name", name]
+    for flag, value in (("--results", args.results), ("--verify-only", args.verify_only),
+                        ("--problems", args.problems), ("--workers", args.workers), ("--gpus", args.gpus),
+                        ("--ray-address", args.ray_address), ("--loops-per-gpu", args.loops_per_gpu),
+                        ("--accelerator-type", args.accelerator_type)):
+        if value is not None:
+            argv += [flag, str(value)]
+    if args.executor != BoardConfig.executor:
+        argv += ["--executor", args.executor]
+    if args.allow_incomplete_isolation:
+        argv.append("--allow-incomplete-isolation")
+    return " ".join(shlex.quote(a) for a in argv)
 
 
 def board_config_from_args(args):
@@ -199,7 +220,7 @@ def run(args) -> int:
         print(f"written: {runner.folder / 'leaderboard.json'}  {runner.folder / 'leaderboard.md'}")
         print(f"review: kgen show {name}    kgen report {name}")
     if runner.interrupted:
-        print(f"interrupted; continue with the same command and --name {name}", file=sys.stderr)
+        print(f"interrupted; continue with: {resume_command(args, name)}", file=sys.stderr)
         return 130
     unrun = [r.task for r in board.rows if r.status in (ERROR, INTERRUPTED, MISSING, PENDING, TASK_ERROR)]
     return 1 if unrun else 0

@@ -14,7 +14,13 @@ and flags given explicitly replace them (say, a larger --max-iters).
 
 Exit codes: 0 a verified kernel was found; 1 none was (or the proposer
 failed: the run is stored as failed); 2 bad usage or a malformed task;
+3 no kernel could be checked on this machine (every attempt a CUDA kernel with
+no GPU here: not_run or not_checkable, as `kgen verify`'s 3);
 130 interrupted (the run is stored and resumable).
+
+The run's duration (`wall_s`, and its `phases`: start-up, analysis, proposing,
+verifying, profiling, other, which add up to it) is wall clock from the
+command's start, summed over resumes.
 """
 
 from __future__ import annotations
@@ -25,7 +31,8 @@ import sys
 
 from agent.config import BACKENDS, DEVICES, PROPOSERS, OptimizeConfig
 from agent.flags import positive_float, positive_int, small_shapes
-from verifier.records import TIMING_METHODS
+from agent.commands.verify import NOT_CHECKED_EXIT
+from verifier.records import NOT_CHECKED_HERE, TIMING_METHODS
 
 # flag dest -> OptimizeConfig field, for every flag that sets one
 FIELDS = {
@@ -134,7 +141,8 @@ def run(args) -> int:
     view = make_view(sys.stderr)
     try:
         with view:
-            run_ = optimize(args.task, config, resume=resume, on_event=view.handle)
+            run_ = optimize(args.task, config, resume=resume, on_event=view.handle,
+                            started_s=getattr(args, "started_s", None))
     except TaskError as exc:
         _error(str(exc))
         return 2
@@ -151,7 +159,12 @@ def run(args) -> int:
         return 130
     if run_.status == "failed" and run_.stop_reason.startswith("the proposer failed"):
         _error(run_.stop_reason)
-    return 0 if run_.best_attempt is not None else 1
+    if run_.best_attempt is not None:
+        return 0
+    attempts = store.load_attempts(run_.run_id)
+    if attempts and all(a.status in NOT_CHECKED_HERE for a in attempts):
+        return NOT_CHECKED_EXIT   # as kgen verify: no kernel was found wrong, this machine could not check them
+    return 1
 
 
 def run_record(run_, store) -> dict:
@@ -159,6 +172,11 @@ def run_record(run_, store) -> dict:
     best = store.load_attempt(run_.run_id, run_.best_attempt) if run_.best_attempt is not None else None
     return {"run": run_.to_dict(), "best": best.to_dict() if best is not None else None,
             "best_path": str(store.run_dir(run_.run_id) / "best.py") if best is not None else None}
+
+
+def phases_text(phases: dict[str, float]) -> str:
+    """Where a run's wall time went, the phases in order, each to a tenth of a second (they sum to the total)."""
+    return ", ".join(f"{name} {secs:.1f} s" for name, secs in phases.items())
 
 
 def summary(run_, store) -> str:
@@ -185,7 +203,7 @@ def summary(run_, store) -> str:
     if run_.best_ncu_check:
         lines.append(run_.best_ncu_check)
     lines.append(f"attempts: {run_.attempts} in {run_.rounds} round{'' if run_.rounds == 1 else 's'}; tokens {run_.tokens:,}; "
-                 f"cost ${run_.cost_usd:.4f}; {run_.wall_s:.0f} s")
+                 f"cost ${run_.cost_usd:.4f}; {run_.wall_s:.0f} s" + (f" ({phases_text(run_.phases)})" if run_.phases else ""))
     if run_.status == "interrupted" or (run_.status == "failed" and run_.best_attempt is None):
         lines.append(f"continue: kgen optimize --resume {run_.run_id}")
     lines.append(f"review: kgen show {run_.run_id}    kgen report {run_.run_id}")

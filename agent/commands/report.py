@@ -9,7 +9,10 @@ is written; no fonts, scripts or images fetched): it opens offline and can be
 mailed or archived. It shows the task and the best kernel side by side, the
 speedup of every attempt (or, without a GPU, that nothing was timed), the best
 kernel's stall breakdown, and every attempt's verdict with its kernel and its
-diff against the attempt before. A leaderboard's page has the fast_p summary,
+diff against the attempt before. A run with no correct kernel shows its closest
+attempt in the best kernel's place (the one that came nearest: it ran but was
+wrong, else it compiled, ...), with why it failed. Code lines wrap, never cropped
+(docs/report-failed-run.png, and the terminal side in docs/report-failed-run.txt). A leaderboard's page has the fast_p summary,
 the task table, and each task's run below it, linked from the table.
 
 A run id may be shortened to any unique prefix; a task name means its newest run.

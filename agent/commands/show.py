@@ -27,7 +27,9 @@ LIST_LIMIT = 15
 REASON_CHARS = 140      # of an attempt's reason in a table; `--attempt N` shows it whole
 PIPE_WIDTH = 160        # columns when stdout is not a terminal
 STATUS_STYLE = {"ok": "green", "succeeded": "green", "stopped": "yellow", "running": "cyan",
-                "interrupted": "magenta", "mismatch": "yellow", "no_code": "magenta"}
+                "interrupted": "magenta", "mismatch": "yellow", "no_code": "magenta",
+                # NOTE: not red: this machine could not check the kernel, which is no failure of it
+                "not_run": "blue", "not_checkable": "blue"}
 
 
 def register(sub) -> None:
@@ -315,7 +317,14 @@ def show_run(console, store, run_id: str) -> None:
     best = store.best_source(run_id)
     if best is not None:
         console.print(f"[bold]best kernel[/bold] (attempt {run.best_attempt}): {folder / 'best.py'}", highlight=False)
-        console.print(Syntax(best, "python", line_numbers=True, word_wrap=False))
+        # NOTE: wrapped, never cropped at the terminal's edge (piped output is wide: lines stay whole there)
+        console.print(Syntax(best, "python", line_numbers=True, word_wrap=True))
+    elif run.best_attempt is None and attempts:
+        from agent.records import closest_attempt
+
+        closest = closest_attempt(attempts)
+        console.print(f"closest: attempt {closest.number}, {closest.status}: {closest.reason}    its kernel: "
+                      f"kgen show {run.run_id} --attempt {closest.number}", highlight=False)
     console.print(f"files: {folder}/  ({_present(folder)})", highlight=False)
     console.print(f"one attempt: kgen show {run.run_id} --attempt N    as a page: kgen report {run.run_id}",
                   highlight=False)
@@ -347,6 +356,6 @@ def show_attempt(console, store, run_id: str, number: int) -> int:
         console.print(profile_text.rstrip(), highlight=False, markup=False)
     source = store.attempt_text(run_id, number, "kernel.py")
     if source is not None:
-        console.print(Syntax(source, "python", line_numbers=True))
+        console.print(Syntax(source, "python", line_numbers=True, word_wrap=True))   # as the best kernel's
     console.print(f"files: {folder}/", highlight=False)
     return 0

@@ -9,8 +9,14 @@ get_small_inputs(), or on shapes derived from its size constants
 (verifier.shapes; docs/kernelbench.md), which the verdict names.
 
 Prints the status, the reason, the feedback and (on a GPU) timings and
-speedups; `--json` prints the VerifyResult instead. Exit code 0 only when the
-kernel passed; 1 when it did not; 2 for a malformed task or a missing file.
+speedups; `--json` prints the VerifyResult instead. Exit codes:
+
+    0  the kernel passed
+    1  it did not (compile error, mismatch, rejected, ...): a verdict on the kernel
+    2  a malformed task, a missing file, a bad flag
+    3  this machine could not check it: a CUDA kernel with no GPU here, compiled with nvcc but
+       not run ("not_run"), or not even compiled ("not_checkable": no nvcc, or no CUDA headers in
+       this build of torch). No verdict on the kernel either way: run it on a GPU machine.
 
 `--strict` adds the ncu cross-check (profiler/crosscheck.py): once the kernel
 passed, its forward runs again under Nsight Compute, and a claimed time below
@@ -28,11 +34,15 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from pathlib import Path
 
 from agent.flags import positive_float, positive_int, small_shapes
 from verifier.protocols import protocol, reported_ms
 from verifier.records import TIMING_METHODS, VerifyConfig
+from verifier.wire import PRESTART_PHASE
+
+NOT_CHECKED_EXIT = 3   # neither passed (0) nor failed (1): this machine could not check the kernel
 
 
 def register(sub) -> None:
@@ -100,12 +110,14 @@ def run(args) -> int:
                               baselines=not args.no_baselines, reps=args.reps, timing=args.timing)
         try:
             check_verify_config(config)   # argparse bounds the flags; this bounds what reaches the verifier
+            called_s = time.monotonic()
             result = verify(task, source, config, worker=worker)
         except (RuntimeError, ValueError) as exc:  # e.g. --device cuda without a GPU; a setting out of bounds
             print(f"kgen: error: {exc}", file=sys.stderr)
             return 2
     if args.strict:
         strict_check(task, source, result, timeout_s=args.timeout)
+    command_wall(result, getattr(args, "started_s", None) or called_s, called_s)
     if args.json:
         print(json.dumps(result.to_dict(), indent=2))
     else:
@@ -114,7 +126,25 @@ def run(args) -> int:
         print(f"kgen: error: --strict: {result.ncu_check.line}: the strict check was not made, so this is no pass",
               file=sys.stderr)
         return 2
-    return 0 if result.passed else 1
+    if result.passed:
+        return 0
+    return 1 if result.checked_here else NOT_CHECKED_EXIT
+
+
+STARTUP_PHASE = f"start-up: kgen, the task's loading (the sandbox {PRESTART_PHASE.split(':')[0]} beside them)"
+
+
+def command_wall(result, started_s: float, called_s: float) -> None:
+    """The verdict's wall time and phases as the command's: from its start (time.monotonic() `started_s`), with
+    what came before the verifier was called (`called_s`) as a phase of its own; the phases sum to the wall.
+
+    NOTE: the sandbox's pre-start ran beside kgen's start-up (that is its point), so it is not a phase of
+    its own here: counted as well, the phases would add up to more than the wall clock."""
+    phases = {STARTUP_PHASE: called_s - started_s,
+              **{name: secs for name, secs in result.phases.items() if name != PRESTART_PHASE}}
+    wall_s = time.monotonic() - started_s
+    phases["other"] = max(0.0, wall_s - sum(phases.values()))
+    result.wall_s, result.phases = wall_s, phases
 
 
 def strict_refusal(device: str) -> str | None:
@@ -148,6 +178,9 @@ def render(result, kernel_path: str = "") -> str:
     lines = [head.rstrip(), f"reason: {result.reason}"]
     if result.feedback and not result.passed:
         lines += ["", result.feedback.rstrip(), ""]
+    if not result.checked_here:
+        lines.append("not a verdict on the kernel: this machine cannot check it (no GPU here); "
+                     "run kgen verify on a GPU machine to check and time it")
     if result.timing:
         t = result.timing
         how = " (CUDA graph replays)" if t.method == "graph" else " (each call as issued, the host's cost included)"
@@ -176,7 +209,7 @@ def render(result, kernel_path: str = "") -> str:
     if result.isolation and not result.isolation_complete:
         missing = ", ".join(result.isolation_missing) or "see above"
         lines.append(f"isolation INCOMPLETE: not in force here: {missing}")
-    lines.append(f"wall: {result.wall_s:.1f} s")
+    lines.append(f"wall: {result.wall_s:.1f} s (the command's, from its start)")
     spent = [(name, secs) for name, secs in (result.phases or {}).items() if secs >= 0.05]
     if spent:
         lines.append("where the time went: " + ", ".join(f"{name} {secs:.1f} s" for name, secs in spent))

@@ -23,6 +23,7 @@ MARGIN = dict(left=56, right=16, top=28, bottom=40)   # px
 STATUS_COLOR = {
     "ok": "#2e7d32", "mismatch": "#ef6c00", "compile_error": "#c62828", "runtime_error": "#c62828",
     "rejected": "#6a1b9a", "timeout": "#8d6e63", "crashed": "#b71c1c", "no_code": "#7b1fa2", "not_run": "#757575",
+    "not_checkable": "#757575",
 }
 BEST_COLOR = "#1565c0"
 EAGER_COLOR = "#9e9e9e"

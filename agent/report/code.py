@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import difflib
 import html
+import re
 
 CSS_CLASS = "hl"
 STYLE = "friendly"      # a light pygments style, readable printed and on screen
@@ -26,13 +27,24 @@ def code_css() -> str:
 
 
 def highlight_python(source: str) -> str:
-    """Python source with line numbers, as an HTML table of numbers and code."""
+    """Python source, one `<span class="line">` per line with its number inside it.
+
+    NOTE: each line is a block of its own, so that a long line wraps under itself (report.css: a hanging
+    indent past the number) instead of running out of its box: a table of numbers beside one <pre> could only
+    be cropped or scrolled, and a scroll bar at the foot of a tall box reads as cropped code."""
     from pygments import highlight
     from pygments.lexers import PythonLexer
 
     if not source.strip():
         return '<p class="muted">(empty)</p>'
-    return highlight(source, PythonLexer(stripnl=False), _formatter(linenos="table"))
+    out = highlight(source, PythonLexer(stripnl=False), _formatter(linenos="inline", linespans=_LINE_ID))
+    # pygments names each line's span by an id; one page holds many listings, so a class, not an id. The line's
+    # newline goes too: the block ends the line (a newline inside it would add an empty one).
+    return re.sub(rf'<span id="{_LINE_ID}-\d+">(.*?)\n?</span>(?=<span id="{_LINE_ID}-|</pre>)',
+                  r'<span class="line">\1</span>', out, flags=re.S)
+
+
+_LINE_ID = "kgen-line"
 
 
 def unified_diff(old: str, new: str, old_name: str, new_name: str, context: int = 3) -> str:

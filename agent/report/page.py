@@ -15,7 +15,7 @@ import html
 from pathlib import Path
 from typing import Any
 
-from agent.records import Attempt, Run
+from agent.records import Attempt, Run, closest_attempt
 from agent.report.charts import Point, speedup_chart, stall_chart
 from agent.report.code import code_css, highlight_diff, highlight_python
 from agent.store import Store, utc_now
@@ -70,9 +70,12 @@ def page(title: str, body: str) -> str:
 # ---- one run ---------------------------------------------------------------------------------------
 
 
-def _best_facts(run: Run, best: Attempt | None) -> list[str]:
+def _best_facts(run: Run, best: Attempt | None, closest: Attempt | None = None) -> list[str]:
     if best is None:
-        return [_fact("best kernel", "none correct")]
+        facts = [_fact("best kernel", "none correct")]
+        if closest is not None:
+            facts.append(_fact("closest", _e(f"attempt {closest.number}: {closest.status}")))
+        return facts
     facts = [_fact("best kernel", f"attempt {best.number}")]
     speedups = best.speedups
     if best.median_ms is None:
@@ -139,7 +142,7 @@ def _stall_section(run: Run, best: Attempt | None) -> str:
     return "".join(parts)
 
 
-def _attempt_summary(run: Run, a: Attempt) -> str:
+def _attempt_summary(run: Run, a: Attempt, closest: Attempt | None = None) -> str:
     figs = []
     if a.median_ms is not None:
         figs.append(f"{a.median_ms:.4g} ms")
@@ -148,12 +151,15 @@ def _attempt_summary(run: Run, a: Attempt) -> str:
     if a.top_stall:
         figs.append(f"stall: {a.top_stall}")
     best = " &#9733; best" if a.number == run.best_attempt else ""
+    if closest is not None and a.number == closest.number:
+        best = " &#9734; closest"
     return (f'<span class="sum-num">#{a.number}</span>{_badge(a.status)}{best}'
             f'<span class="sum-fig">round {a.round}{" &middot; " + " &middot; ".join(_e(f) for f in figs) if figs else ""}'
             f'</span> &nbsp;{_e(a.reason[:200])}')
 
 
-def _attempt_block(store: Store, run: Run, a: Attempt, previous: tuple[int, str] | None, source: str | None) -> str:
+def _attempt_block(store: Store, run: Run, a: Attempt, previous: tuple[int, str] | None, source: str | None,
+                   closest: Attempt | None = None) -> str:
     anchor = attempt_anchor(run.run_id, a.number)
     body = [f"<p><strong>{_e(a.status)}</strong>: {_e(a.reason)}</p>"]
     if a.note:
@@ -174,8 +180,24 @@ def _attempt_block(store: Store, run: Run, a: Attempt, previous: tuple[int, str]
         body.append('<p class="muted">No kernel: the reply held no usable code.</p>')
     body.append(f'<p class="paths">files: {_e(store.attempt_dir(run.run_id, a.number))}/</p>')
     css = "attempt best" if a.number == run.best_attempt else "attempt"
-    return (f'<details class="{css}" id="{_e(anchor)}"><summary>{_attempt_summary(run, a)}</summary>'
+    if closest is not None and a.number == closest.number:
+        css = "attempt closest"
+    return (f'<details class="{css}" id="{_e(anchor)}"><summary>{_attempt_summary(run, a, closest)}</summary>'
             f'<div class="body">{"".join(body)}</div></details>')
+
+
+def _closest_panel(store: Store, run: Run, closest: Attempt | None) -> str:
+    """The best kernel's place in a run with no correct kernel: its closest attempt, why it failed, its code."""
+    if closest is None:
+        return '<div><h4>best kernel</h4><p class="muted">no attempt was made</p></div>'
+    source = store.attempt_text(run.run_id, closest.number, "kernel.py")
+    out = [f'<div class="closest"><h4>no correct kernel; closest: attempt {closest.number} {_badge(closest.status)}</h4>',
+           f'<p class="failure"><strong>why it failed</strong>: {_e(closest.reason)}</p>']
+    if closest.feedback:
+        out.append(f'<pre class="feedback">{_e(closest.feedback)}</pre>')
+    out.append(f'<div class="code closest">{highlight_python(source)}</div>' if source is not None else
+               '<p class="muted">No kernel: the reply held no usable code.</p>')
+    return "".join(out) + "</div>"
 
 
 def run_section(store: Store, run: Run, *, level: int = 1) -> str:
@@ -183,6 +205,8 @@ def run_section(store: Store, run: Run, *, level: int = 1) -> str:
     attempts = store.load_attempts(run.run_id)
     best = store.load_attempt(run.run_id, run.best_attempt) if run.best_attempt is not None else None
     best_source = store.best_source(run.run_id)
+    # NOTE: a run with no correct kernel still shows one: its nearest miss, with why it failed
+    closest = closest_attempt(attempts) if best is None else None
     folder = store.run_dir(run.run_id)
     h, sub = f"h{level}", f"h{min(level + 1, 6)}"
     model = f" ({run.model})" if run.model else ""
@@ -192,7 +216,7 @@ def run_section(store: Store, run: Run, *, level: int = 1) -> str:
     if run.best_ncu_check:      # the best kernel's claimed time against ncu's device time, or why not checked
         out.append(f'<p class="why">{_e(run.best_ncu_check)}</p>')
     out.append('<div class="facts">')
-    out += _best_facts(run, best)
+    out += _best_facts(run, best, closest)
     out += [_fact("attempts", f"{run.attempts} in {run.rounds} round(s)"),
             _fact("proposer", _e(f"{run.proposer or '-'}{model}")),
             _fact("where", _e(f"{run.backend} on {run.gpu or run.device}")),
@@ -201,7 +225,8 @@ def run_section(store: Store, run: Run, *, level: int = 1) -> str:
             f'<p class="paths">files: {_e(folder)}/ &middot; task {_e(run.task_path)}</p>']
 
     task_source = _task_source(run)
-    out.append(f"<{sub}>Task and best kernel</{sub}><div class=\"side\">")
+    out.append(f"<{sub}>Task and {'best' if best_source is not None or closest is None else 'closest'} kernel"
+               f"</{sub}><div class=\"side\">")
     out.append(f"<div><h4>task: {_e(Path(run.task_path).name)}</h4>"
                + (f'<div class="code task">{highlight_python(task_source)}</div>' if task_source is not None
                   else f'<p class="muted">the task file is no longer at {_e(run.task_path)}</p>') + "</div>")
@@ -209,7 +234,7 @@ def run_section(store: Store, run: Run, *, level: int = 1) -> str:
         out.append(f'<div><h4>best kernel: attempt {run.best_attempt} (best.py)</h4>'
                    f'<div class="code best">{highlight_python(best_source)}</div></div>')
     else:
-        out.append('<div><h4>best kernel</h4><p class="muted">no attempt was correct</p></div>')
+        out.append(_closest_panel(store, run, closest))
     out.append("</div>")
 
     out.append(f"<{sub}>Speedup per attempt</{sub}>")
@@ -225,7 +250,7 @@ def run_section(store: Store, run: Run, *, level: int = 1) -> str:
     previous: tuple[int, str] | None = None
     for a in attempts:
         source = store.attempt_text(run.run_id, a.number, "kernel.py")
-        out.append(_attempt_block(store, run, a, previous, source))
+        out.append(_attempt_block(store, run, a, previous, source, closest))
         if source is not None:
             previous = (a.number, source)
     out.append("</section>")

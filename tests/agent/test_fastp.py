@@ -123,3 +123,12 @@ def test_a_cpu_boards_summary_never_says_0_percent_for_p_above_0():
     summary = summarize(rows, device="cpu")
     for per_baseline in summary.fast.values():
         assert [f.text() for f in per_baseline if f.p > 0] == ["n/a"] * len([f for f in per_baseline if f.p > 0])
+
+
+def test_a_board_names_the_kernels_this_machine_could_not_check():
+    rows = [Row(task="add", task_path="add.py", status="not_checkable"),
+            Row(task="relu", task_path="relu.py", status="not_run"),
+            Row(task="gelu", task_path="gelu.py", status="mismatch")]
+    notes = " ".join(summarize(rows, device="cpu").notes)
+    assert "not checked on this machine: add, relu" in notes and "gelu" not in notes
+

@@ -414,3 +414,45 @@ def test_an_llm_kernel_sent_again_is_not_verified_again(tmp_path, task_path, api
     assert len(verified) == 2                                   # attempt 2 repeats attempt 1 (trailing blank lines)
     assert any("the same source as attempt 1" in f for f in attempts[1].verify.flags)
     assert run.status == "succeeded"
+
+
+CUDA_ADD = '''import torch
+import torch.nn as nn
+from torch.utils.cpp_extension import load_inline
+
+source = """
+#include <torch/extension.h>
+__global__ void affine_kernel(const float* x, float* y, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = x[i] * 2.0f + 1.0f;
+}
+torch::Tensor affine(torch::Tensor x) {
+    auto y = torch::empty_like(x);
+    int n = x.numel();
+    affine_kernel<<<(n + 255) / 256, 256>>>(x.data_ptr<float>(), y.data_ptr<float>(), n);
+    return y;
+}
+"""
+module = load_inline(name="affine", cpp_sources="torch::Tensor affine(torch::Tensor x);", cuda_sources=source,
+                     functions=["affine"])
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return module.affine(x)
+'''
+
+
+def test_a_kernel_not_checkable_here_stops_the_loop_and_is_never_sent_back_for_repair(
+        tmp_path, task_path, api_key, openai_server, monkeypatch):
+    from torch.utils import cpp_extension
+
+    # a CPU build of torch without its CUDA headers: load_inline cannot be compiled, let alone run, here
+    monkeypatch.setattr(cpp_extension, "include_paths", lambda *a, **k: [str(tmp_path)])
+    server = openai_server([reply(CUDA_ADD), reply(GOOD)])
+    config = make_config(tmp_path, backend="cuda", max_iters=3)
+    run = optimize(task_path, config, proposer=make_proposer(server))
+    [attempt] = Store(config.results_dir).load_attempts(run.run_id)
+    assert attempt.status == "not_checkable", attempt.reason
+    assert len(server.requests) == 1, "a second round asked the LLM to repair a kernel nothing was wrong with"
+    assert "not checkable on this machine" in run.stop_reason and "no CUDA headers" in run.stop_reason

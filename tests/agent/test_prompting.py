@@ -199,3 +199,12 @@ def test_example_is_a_correct_candidate_on_the_gpu(backend, tmp_path):
     out = example_model(backend, tmp_path)(x)
     torch.cuda.synchronize()
     assert torch.equal(out, torch.relu(x))
+
+
+@pytest.mark.parametrize("status", ["not_run", "not_checkable"])
+def test_a_kernel_not_checked_here_gets_no_repair_section(status):
+    unchecked = AttemptSummary(1, status, "not checkable here: no nvcc here", None, None,
+                               feedback="UNCHECKED-FEEDBACK", source="UNCHECKED-SOURCE")
+    text = user_text(context(history=[unchecked]))
+    assert "UNCHECKED-SOURCE" not in text and "UNCHECKED-FEEDBACK" not in text
+    assert "not a fault of the kernel" in text

@@ -83,7 +83,7 @@ def test_task_and_best_kernel_are_side_by_side_and_highlighted(gpu_page):
     side = gpu_page[gpu_page.index('<div class="side">'):]
     task_at, best_at = side.index('class="code task"'), side.index('class="code best"')
     assert task_at < best_at
-    best_block = side[best_at:side.index("</table>", best_at)]
+    best_block = side[best_at:side.index("</pre>", best_at)]
     assert 'class="hl' in best_block and BEST_MARK in text_of(best_block)
     assert '<span class="k">class</span>' in best_block        # pygments' keyword class: highlighted here
 
@@ -278,3 +278,73 @@ def test_output_under_a_file_is_a_usage_error(tmp_path, capsys):
     blocker.write_text("x")
     assert _output_path(str(blocker / "report.html")) is None
     assert "is not a folder" in capsys.readouterr().err
+
+
+# ---- long lines wrap; a failed run shows its closest kernel --------------------------------------------
+
+LONG_LINE = ("    y = 0.5 * x * (1.0 + tl.math.erf(x * 0.7071067811865476))  # " + "the exact form of GELU, " * 12
+             + "END-OF-THE-LONG-LINE")
+
+
+def failed_run(root: Path) -> str:
+    """A stored run with no correct kernel: a compile error, a mismatch (the closest), a runtime error."""
+    from agent.records import Attempt, Run
+    from verifier.records import VerifyResult
+
+    store = Store(root)
+    run = Run(run_id="20261201-120000-gelu-cccc", task="gelu", task_path=str(ROOT / "tasks" / "gelu.py"),
+              proposer="openai", model="test-model", backend="triton", device="cpu", status="failed",
+              stop_reason="no correct kernel: 3 round(s) done (--max-iters 3)", attempts=3, rounds=3)
+    store.create_run(run)
+    near = GELU.replace("    y = 0.5 * x * (1.0 + tl.math.erf(x * 0.7071067811865476))  # 0.707... = 1 / sqrt(2)",
+                        LONG_LINE)
+    for number, status, reason, source in [
+            (1, "compile_error", "not valid Python (line 37)", GELU_BROKEN),
+            (2, "mismatch", "trial 2 (seed 1): 9 of 99187 elements differ (0.01%)", near),
+            (3, "runtime_error", "raised in ModelNew.forward: IndexError", GELU + "\n# attempt three\n")]:
+        verdict = VerifyResult(status=status, reason=reason, task="gelu", trials=1 if status == "mismatch" else 0,
+                               feedback=f"FEEDBACK-OF-{number}")
+        store.save_attempt(run, Attempt(run_id=run.run_id, number=number, round=number, status=status,
+                                        reason=reason, feedback=verdict.feedback, verify=verdict), source=source)
+    store.save_run(run)
+    return run.run_id
+
+
+@pytest.fixture(scope="module")
+def failed_page(tmp_path_factory) -> str:
+    root = tmp_path_factory.mktemp("failed") / "results"
+    return run_page(Store(root), failed_run(root))
+
+
+def test_a_failed_runs_page_shows_its_closest_kernel_with_why_it_failed(failed_page):
+    side = failed_page[failed_page.index('<div class="side">'):failed_page.index("Speedup per attempt")]
+    text = text_of(side)
+    assert "closest: attempt 2" in text and "mismatch" in text
+    assert "why it failed: trial 2 (seed 1): 9 of 99187 elements differ" in text
+    assert "FEEDBACK-OF-2" in text and "END-OF-THE-LONG-LINE" in text   # its verifier's feedback and its code
+
+
+def test_every_line_of_a_kernel_is_one_wrapping_block_with_its_number(failed_page):
+    block = failed_page[failed_page.index('class="code closest"'):]
+    block = block[:block.index("</pre>")]
+    lines = re.findall(r'<span class="line">(.*?)</span>(?=<span class="line">|$)', block, re.S)
+    long_lines = [text_of(line) for line in lines if "END-OF-THE-LONG-LINE" in text_of(line)]
+    assert len(long_lines) == 1 and long_lines[0].endswith("END-OF-THE-LONG-LINE"), long_lines
+    assert re.match(r"\s*\d+ {4}y = 0\.5", long_lines[0])          # its number, then the whole line
+
+
+def test_browser_wraps_long_code_lines_instead_of_cropping_them(browser, failed_page, tmp_path):
+    path = tmp_path / "failed.html"
+    path.write_text(failed_page)
+    page, requests, errors = open_page(browser, path)
+    try:
+        page.click("button[data-action=expand]")
+        for box in page.locator(".code").all():
+            # nothing runs out of its box sideways: every character is on screen without scrolling
+            assert box.evaluate("e => e.scrollWidth <= e.clientWidth"), box.get_attribute("class")
+        end = page.locator(".code.closest .line", has_text="END-OF-THE-LONG-LINE")
+        box, line = page.locator(".code.closest").bounding_box(), end.bounding_box()
+        assert line["x"] + line["width"] <= box["x"] + box["width"] and line["height"] > 30   # wrapped, inside
+        assert errors == [] and only_own_requests(requests, path)
+    finally:
+        page.close()

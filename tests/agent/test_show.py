@@ -282,3 +282,29 @@ def test_the_files_line_names_only_files_that_exist(results, capsys):
         for name in ("run.json", "best.py", "kernel.py", "verify.json", "profile.json", "prompt.md", "response.md"):
             there = (folder / name).exists() or any(folder.glob(f"attempt-*/{name}"))
             assert (name in line) == there, (name, line)
+
+
+def test_a_failed_run_names_its_closest_attempt(tmp_path, capsys):
+    from test_report import failed_run
+
+    root = tmp_path / "results"
+    run_id = failed_run(root)
+    code, out, _ = show(capsys, root, run_id)
+    assert code == 0
+    assert f"closest: attempt 2, mismatch: trial 2 (seed 1)" in out
+    assert f"kgen show {run_id} --attempt 2" in out
+
+
+def test_at_80_columns_a_long_code_line_wraps_instead_of_being_cropped(tmp_path):
+    from rich.console import Console
+
+    from agent.commands.show import show_attempt
+    from test_report import failed_run
+
+    root = tmp_path / "results"
+    run_id = failed_run(root)
+    console = Console(width=80, record=True, file=open("/dev/null", "w"))
+    assert show_attempt(console, Store(root), run_id, 2) == 0
+    text = console.export_text()
+    assert max(len(line) for line in text.splitlines()) <= 80
+    assert "END-OF-THE-LONG-LINE" in text          # the end of a 360-character line, wrapped onto the screen

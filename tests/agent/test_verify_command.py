@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from kernelbench_prompts import kernelbench_prompts
 from processes import alive as _alive
 from agent.cli import main
 from agent.commands.verify import render
@@ -155,3 +156,54 @@ def test_strict_exits_zero_only_on_a_consistent_check(device_ms, code, words, mo
     assert captured.out.startswith("REJECTED" if code == 1 else "OK")
     if code == 2:
         assert "the strict check was not made, so this is no pass" in captured.err
+
+
+# ---- a kernel this machine cannot check: exit 3, neither passed nor failed
+
+KB_PROMPTS = kernelbench_prompts()
+
+
+def test_kernelbench_cuda_example_without_nvcc_exits_3_not_checkable(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    if not (KB_PROMPTS / "model_new_ex_add.py").exists():
+        pytest.skip("KernelBench's prompts are not on this machine")
+    # a machine with no CUDA toolkit: PATH without nvcc, no CUDA_HOME
+    path = os.pathsep.join(d for d in os.environ.get("PATH", "").split(os.pathsep)
+                           if d and not (Path(d) / "nvcc").exists())
+    env = {k: v for k, v in os.environ.items() if k not in ("CUDA_HOME", "CUDA_PATH")}
+    env.update(PATH=path, PYTHONPATH=str(ROOT))
+    done = subprocess.run([sys.executable, "-m", "agent", "verify", str(KB_PROMPTS / "model_ex_add.py"),
+                           str(KB_PROMPTS / "model_new_ex_add.py"), "--device", "cpu"],
+                          cwd=tmp_path, env=env, text=True, capture_output=True, timeout=120)
+    assert done.returncode == 3, (done.stdout, done.stderr[-1500:])
+    assert done.stdout.startswith("NOT_CHECKABLE"), done.stdout
+    assert "not checkable here: no nvcc here" in done.stdout and "GPU machine" in done.stdout
+
+
+@pytest.mark.parametrize("status", ["not_run", "not_checkable"])
+def test_a_kernel_not_checked_here_exits_3(status, monkeypatch, capsys):
+    import verifier.verify as verify_mod
+
+    def not_checked(task, source, config, worker=None):
+        if worker is not None:
+            worker.close()
+        return VerifyResult(status=status, reason="no GPU here", task=task.name, backend="load_inline")
+
+    monkeypatch.setattr(verify_mod, "verify", not_checked)
+    assert main(["verify", str(ROOT / "tasks" / "softmax.py"), str(GOOD_KERNEL), "--device", "cpu"]) == 3
+    assert "not a verdict on the kernel" in capsys.readouterr().out
+
+
+def test_a_failed_kernel_still_exits_1(monkeypatch):
+    import verifier.verify as verify_mod
+
+    def failed(task, source, config, worker=None):
+        if worker is not None:
+            worker.close()
+        return VerifyResult(status="compile_error", reason="nvcc failed", task=task.name, backend="load_inline")
+
+    monkeypatch.setattr(verify_mod, "verify", failed)
+    assert main(["verify", str(ROOT / "tasks" / "softmax.py"), str(GOOD_KERNEL), "--device", "cpu"]) == 1

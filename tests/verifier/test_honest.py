@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+from kernelbench_prompts import kernelbench_prompts
 from verifier.records import VerifyConfig
 from verifier.static import check_source
 from verifier.task import load_task
@@ -56,7 +57,7 @@ def test_honest_kernel_is_verified_ok(path):
 
 
 # the copy of shared/ beside the checkout (as on a developer's machine and in CI)
-KERNELBENCH_PROMPTS = Path(__file__).resolve().parents[3] / "shared" / "kernelbench" / "src" / "kernelbench" / "prompts"
+KERNELBENCH_PROMPTS = kernelbench_prompts()
 # KernelBench's own Triton example solution and the problem it solves (its few-shot "add" pair).
 KERNELBENCH_TRITON = [("model_ex_add.py", "model_new_ex_add_triton.py")]
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from kernelbench_prompts import kernelbench_prompts
 from processes import alive as _alive
 from verifier.records import VerifyConfig
 from verifier.task import load_task
@@ -282,3 +283,65 @@ def test_pool_verifies_candidate_after_candidate():
     assert good.passed, (good.reason, good.feedback[-800:])
     assert bad.status == "mismatch"
     assert PRESTART_PHASE in good.phases and PRESTART_PHASE in bad.phases
+
+
+# ---- CUDA candidates this machine cannot check -------------------------------------------------------
+
+# KernelBench's own CUDA example pair (its few-shot "add"): a load_inline elementwise add and its problem
+KB_PROMPTS = kernelbench_prompts()
+KB_ADD, KB_ADD_CUDA = KB_PROMPTS / "model_ex_add.py", KB_PROMPTS / "model_new_ex_add.py"
+
+
+def _kernelbench_add_pair():
+    if not KB_ADD_CUDA.exists():
+        pytest.skip("KernelBench's prompts are not on this machine")
+    return load_task(KB_ADD), KB_ADD_CUDA.read_text()
+
+
+@pytest.fixture
+def torch_without_cuda_headers(monkeypatch, tmp_path):
+    """This process's torch as a CPU build without c10/cuda looks: its include folder holds no CUDA headers."""
+    from torch.utils import cpp_extension
+
+    monkeypatch.setattr(cpp_extension, "include_paths", lambda *a, **k: [str(tmp_path)])
+
+
+def test_load_inline_candidate_without_torch_cuda_headers_is_not_checkable_not_a_compile_error(
+        torch_without_cuda_headers):
+    task, source = _kernelbench_add_pair()
+    result = verify(task, source, CPU)
+    assert result.status == "not_checkable", (result.status, result.reason)
+    assert "no CUDA headers" in result.reason and "GPU machine" in result.reason, result.reason
+    assert not result.ran and not result.checked_here and not result.passed
+
+
+def test_a_not_checkable_candidate_starts_no_process(torch_without_cuda_headers):
+    task, source = _kernelbench_add_pair()
+    with prestart_worker() as worker:
+        result = verify(task, source, CPU, worker=worker)
+    assert result.status == "not_checkable"
+    assert "import task and candidate" not in result.phases   # the candidate was never imported anywhere
+
+
+def test_cupy_candidate_without_nvcc_is_not_checkable(monkeypatch):
+    from verifier import devices
+
+    monkeypatch.setattr(devices.shutil, "which", lambda name: None)
+    monkeypatch.delenv("CUDA_HOME", raising=False)
+    monkeypatch.delenv("CUDA_PATH", raising=False)
+    cupy_file = sorted((CANDIDATES / "cuda").glob("*cupy*.py"))[0]
+    result = run(cupy_file.stem.split("_cupy")[0], cupy_file)
+    assert result.status == "not_checkable", (result.status, result.reason)
+    assert "no nvcc" in result.reason and result.backend == "cupy"
+
+
+@pytest.mark.slow
+def test_kernelbench_cuda_example_compiles_with_nvcc_and_is_not_run_here():
+    from verifier.devices import cuda_checkable_here
+
+    if not cuda_checkable_here("load_inline")[0]:
+        pytest.skip(f"load_inline cannot be compiled here: {cuda_checkable_here('load_inline')[1]}")
+    task, source = _kernelbench_add_pair()
+    result = verify(task, source, VerifyConfig(device="cpu", timeout_s=400))
+    assert result.status == "not_run", (result.status, result.reason, result.feedback[-600:])
+    assert "compiled with nvcc" in result.reason and not result.checked_here

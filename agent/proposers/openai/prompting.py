@@ -24,6 +24,7 @@ from pathlib import Path
 
 from agent.analysis import Analysis
 from agent.proposers.base import AttemptSummary, ProposeContext
+from verifier.records import NOT_CHECKED_HERE
 
 PROMPTS_DIR = Path(__file__).parent / "prompts"
 BACKENDS = ("triton", "cuda")
@@ -168,6 +169,8 @@ def attempt_line(attempt: AttemptSummary) -> str:
     """One attempt as the attempt list shows it: number, status, time, reason."""
     timed = _time_text(attempt.median_ms, attempt.speedup)
     line = f"- #{attempt.number} {attempt.status}" + (f" ({timed})" if timed else "") + f": {attempt.reason}"
+    if attempt.status in NOT_CHECKED_HERE:
+        line += " (this machine could not check it: not a fault of the kernel)"
     if attempt.note:
         line += f" [{attempt.note}]"
     return _cap(line, MAX_LINE_CHARS).replace("\n", " ")
@@ -187,7 +190,8 @@ class RoundView:
     @classmethod
     def of(cls, ctx: ProposeContext) -> "RoundView":
         window = ctx.history[-max(ctx.n, MIN_REPAIR_WINDOW):]
-        repairs = [a for a in window if a.status != "ok"]
+        # NOTE: a kernel this machine could not check (NOT_CHECKED_HERE) did nothing wrong: nothing to repair
+        repairs = [a for a in window if a.status != "ok" and a.status not in NOT_CHECKED_HERE]
         return cls(
             ctx=ctx,
             repairs=repairs,
