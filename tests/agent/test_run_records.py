@@ -1,6 +1,6 @@
-"""agent/records.py: a failed run's closest attempt.
+"""agent/records.py: a failed run's closest attempt (test_run_records: tests/profiler has a test_records of its own).
 
-    .venv/bin/python -m pytest tests/agent/test_records.py -q
+    .venv/bin/python -m pytest tests/agent/test_run_records.py -q
 """
 
 from __future__ import annotations
