@@ -57,6 +57,7 @@ def test_work_outside_the_events_is_caught(monkeypatch):
     t = timing.time_callable(lambda: calls.append(1), reps=5, warmup=1, sync_reps=3, flush=torch.empty(8))
     assert t.median_ms < 1 and t.sync_ms >= 20
     assert "work ran outside the timed stream" in timing.escaped_stream(t)
+    assert "work on a stream kgen does not time" in timing.escaped_stream(t)
 
 
 class FakeStream:
@@ -133,6 +134,107 @@ def test_a_call_that_cannot_be_captured_is_timed_with_events_and_says_so(monkeyp
     assert "not capturable in a CUDA graph (RuntimeError: operation not permitted when stream is capturing)" in note
     assert "host's cost of the call included" in note
     assert len(calls) == 3 + 1 + 2 + 5 + 2      # the failed capture's calls, then the plain timing
+
+
+class Recording(Capturing):
+    """A capture that records what fn registers in `Recording.kernels` while open: its replays rerun them."""
+
+    kernels: list = []
+
+    def __enter__(self):
+        Recording.kernels = []
+        return super().__enter__()
+
+    def __exit__(self, *exc):
+        self.graph.kernels = list(Recording.kernels)
+        return super().__exit__(*exc)
+
+
+class ReplayingGraph(FakeGraph):
+    kernels: list = []
+
+    def replay(self):
+        super().replay()
+        for kernel in self.kernels:
+            kernel()
+
+
+def _doubling_call(buffer: torch.Tensor, captured_stream: bool):
+    """forward computing 2 * buffer into a fresh output. On the caller's stream a capture records the kernel;
+    on the legacy default stream (captured_stream=False) it runs once, uncaptured, as CUDA does."""
+
+    def fn():
+        out = torch.empty_like(buffer)
+
+        def kernel():
+            out.copy_(buffer * 2)
+
+        kernel()
+        if Capturing.active and captured_stream:
+            Recording.kernels.append(kernel)
+        return out
+
+    return fn
+
+
+def _recording_cuda(monkeypatch):
+    _fake_cuda(monkeypatch)
+    monkeypatch.setattr(timing, "_Graph", ReplayingGraph)
+    monkeypatch.setattr(timing, "_graph_capture", lambda g: Recording(g))
+
+
+def _refresher(buffer: torch.Tensor):
+    def refresh(rep: int) -> None:
+        buffer.copy_(torch.arange(buffer.numel(), dtype=buffer.dtype) * (rep + 0.5))
+    return refresh
+
+
+def test_a_capture_that_missed_the_kernels_is_timed_with_events_and_says_so(monkeypatch):
+    _recording_cuda(monkeypatch)
+    buffer = torch.zeros(64)
+    t, captured, note = timing.time_call(_doubling_call(buffer, captured_stream=False), _refresher(buffer),
+                                         method="graph", reps=5, warmup=1, sync_reps=1, flush=torch.empty(8))
+    assert captured is None and t.method == "events"
+    assert note.startswith("timed with events: the CUDA graph capture missed") and "legacy default stream" in note
+
+
+def test_a_capture_that_holds_the_kernels_is_replayed(monkeypatch):
+    _recording_cuda(monkeypatch)
+    buffer = torch.zeros(64)
+    t, captured, note = timing.time_call(_doubling_call(buffer, captured_stream=True), _refresher(buffer),
+                                         method="graph", reps=5, warmup=1, sync_reps=1, flush=torch.empty(8))
+    assert note == "" and t.method == "graph" and captured is not None
+
+
+def test_the_capture_probe_runs_on_inputs_no_timed_call_uses(monkeypatch):
+    _recording_cuda(monkeypatch)
+    buffer, seen = torch.zeros(8), []
+    refresh = _refresher(buffer)
+    timing.time_call(_doubling_call(buffer, captured_stream=True), lambda rep: seen.append(rep) or refresh(rep),
+                     method="graph", reps=4, warmup=2, sync_reps=2, flush=torch.empty(8))
+    assert seen[:2] == [timing.PROBE_REP] * 2 and timing.PROBE_REP not in seen[2:]
+    assert not -2 <= timing.PROBE_REP < 4 + 2
+
+
+@pytest.mark.parametrize("got, want, agree", [
+    (torch.tensor([1.0, 2.0, 3.0]), torch.tensor([1.0, 2.0, 3.0 + 1e-6]), True),      # rounding: the same
+    (torch.tensor([1.0, float("nan")]), torch.tensor([1.0, float("nan")]), True),       # NaN where NaN is due
+    (torch.tensor([0.0, 0.0, 0.0]), torch.tensor([1.0, 2.0, 3.0]), False),              # the replay wrote nothing
+    (torch.tensor([1.0, 2.0]), torch.tensor([1.0, float("nan")]), False),
+    (torch.tensor([1.0, 2.0]), torch.tensor([1.0, 2.0, 3.0]), False),                   # another shape
+    (torch.tensor([1, 2]), torch.tensor([1, 3]), False),                                # integers: exact
+    (torch.tensor([1.0, 2.0]).half(), torch.tensor([1.0, 2.0]), False),                 # another dtype
+])
+def test_replayed_and_plain_outputs_agree_up_to_rounding_only(got, want, agree):
+    assert timing.outputs_agree(got, want) is agree
+
+
+def test_a_capture_refused_for_a_synchronisation_says_what_capture_forbids(monkeypatch):
+    _fake_cuda(monkeypatch, fail=RuntimeError("CUDA error: operation not permitted when stream is capturing"))
+    t, captured, note = timing.time_call(lambda: None, method="graph", reps=3, warmup=1, sync_reps=1,
+                                         flush=torch.empty(8))
+    assert captured is None and t.method == "events"
+    assert "legacy default stream" in note and "device synchronisation" in note
 
 
 def test_work_left_on_an_unjoined_side_stream_is_refused_not_timed(monkeypatch):
