@@ -184,13 +184,33 @@ def _verify(task: Task, source: str, config: VerifyConfig, worker: CandidateProc
             baseline_problem = str(exc)
         phases["torch.compile baselines (cached after the first)"] = time.perf_counter() - t0
 
+    built = None
+    if backend == "load_inline":
+        # The extension's compile, a phase of its own before the candidate process gets its job (its time is
+        # the CPU's, not the GPU's), cached by source across candidates and runs (verifier.inline_build).
+        from verifier import inline_build
+
+        built = inline_build.prebuild(inline_build.plan_builds(source), device, timeout_s=config.timeout_s,
+                                      output_cap_bytes=config.output_cap_bytes)
+        if built.key or built.note:
+            phases[inline_build.PHASE] = built.seconds
+        if built.problem is not None:
+            p = built.problem
+            return VerifyResult(status=p["status"], reason=p["reason"], feedback=p["feedback"], task=task.name,
+                                backend=backend, flags=[built.note] if built.note else [],
+                                wall_s=time.perf_counter() - started,
+                                phases={**phases, "rest": max(0.0, time.perf_counter() - started - sum(phases.values()))})
+
     process = worker if worker is not None else CandidateProcess(config.output_cap_bytes, prestart=False)
     prestarted = worker is not None
     try:
-        result, stages = judge(task, source, config, process, device=device, backend=backend)
+        result, stages = judge(task, source, config, process, device=device, backend=backend,
+                               build_env=built.env if built is not None else None)
     finally:
         if worker is None:
             process.close()
+    if built is not None and built.note:
+        result.flags.append(built.note)
     if device == "cpu":
         result.device = "cpu (Triton interpreter)" if backend == "triton" else "none (nvcc only)"
         if backend == "triton" and result.ran:
