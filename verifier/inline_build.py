@@ -6,6 +6,8 @@
     built.env       # TORCH_EXTENSIONS_DIR (keyed by source), TORCH_CUDA_ARCH_LIST, MAX_JOBS: for the candidate process
     built.seconds, built.hit, built.note, built.problem
 
+    prebuild_round([source, ...], "cuda", timeout_s=180)   # a round's builds side by side, before its verifications
+
     python -m verifier.inline_build       # the build process itself (one job line on stdin, as a Sandbox sends it)
 
 A KernelBench CUDA solution calls `torch.utils.cpp_extension.load_inline(...)` when it is imported, so
@@ -52,6 +54,7 @@ import json
 import os
 import shutil
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -374,8 +377,12 @@ def prebuild(plan: BuildPlan, device: str, timeout_s: float, output_cap_bytes: i
     env = build_env(folder, tools)
     names = ", ".join(c.name for c in plan.calls)
     if cached(key, folder):
+        with _AHEAD_LOCK:
+            ahead = _AHEAD.pop(key, None)
+        how = f"built {ahead:.1f} s ahead, beside the round's other candidates" if ahead is not None else \
+            "no compile"
         return Prebuilt(env=env, seconds=time.perf_counter() - started, hit=True, key=key,
-                        note=f"load_inline: {names} found built in the cache (key {key}): no compile")
+                        note=f"load_inline: {names} found built in the cache (key {key}): {how}")
     from verifier.sandbox import run_sandboxed
 
     job = {"calls": [c.arguments() for c in plan.calls], "offline": tools["offline"]}
@@ -401,6 +408,37 @@ def prebuild(plan: BuildPlan, device: str, timeout_s: float, output_cap_bytes: i
     return Prebuilt(env=env, seconds=seconds, key=key,
                     note=f"load_inline: the build before the candidate process failed ({str(why)[:200]}); "
                          f"built in the candidate's process instead")
+
+
+_AHEAD: dict[str, float] = {}      # key -> seconds its build took in prebuild_round, before its verification
+_AHEAD_LOCK = threading.Lock()
+
+
+def prebuild_round(sources: list[str], device: str, timeout_s: float, parallel: int | None = None) -> int:
+    """Build the extensions of a round's candidates side by side, before any of them is verified (on a GPU the
+    verifications run one at a time; their builds need only the CPU). Each verification then finds its build
+    in the cache, and its note says how long the build took here. Returns how many builds ran; never raises
+    for a candidate's faults (its own verification meets them and reports them)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    plans = {}
+    for source in sources:
+        plan = plan_builds(source)
+        if plan:
+            plans.setdefault(plan.calls, plan)
+    if not plans:
+        return 0
+    workers = parallel or max(1, min(len(plans), (os.cpu_count() or 2) // 2))
+
+    def one(plan: BuildPlan) -> None:
+        done = prebuild(plan, device, timeout_s)
+        if done.key and not done.hit and done.problem is None and "failed" not in done.note:
+            with _AHEAD_LOCK:
+                _AHEAD[done.key] = done.seconds
+
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="kgen-inline-build") as pool:
+        list(pool.map(one, plans.values()))
+    return len(plans)
 
 
 # ----------------------------------------------------------------------------------------------
