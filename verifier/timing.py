@@ -202,8 +202,8 @@ def outputs_agree(got: torch.Tensor, want: torch.Tensor, relative: float = PROBE
 def replay_reproduces(fn, captured: "Captured", refresh=None) -> bool:
     """After a capture: does a replay compute what a plain call computes, on inputs the capture never saw?
 
-    refresh(PROBE_REP) writes fresh inputs, fn() runs plainly (its output kept), then the graph is replayed on
-    the same inputs and its output compared (outputs_agree). False: the capture missed kernels (launched on
+    refresh(PROBE_REP) writes fresh inputs, fn() runs plainly (its output copied), the graph's output is
+    poisoned (_poison), then the graph is replayed on the same inputs and its output compared (outputs_agree). False: the capture missed kernels (launched on
     the legacy default stream or a stream of the candidate's own: they ran once, uncaptured). True when
     there is nothing to compare (no refresh, no tensor output)."""
     if refresh is None or not _tensors(captured.output):
@@ -211,11 +211,29 @@ def replay_reproduces(fn, captured: "Captured", refresh=None) -> bool:
     refresh(PROBE_REP)
     plain = [t.clone() for t in _tensors(fn())]
     _synchronize()
-    refresh(PROBE_REP)
+    replayed = _tensors(captured.output)
+    if len(plain) != len(replayed):
+        return False
+    for r, p in zip(replayed, plain):
+        _poison(r, p)
+    refresh(PROBE_REP)   # NOTE: after the poison: an output that is a view of an input has its values back
     captured.replay()
     _synchronize()
-    replayed = _tensors(captured.output)
-    return len(plain) == len(replayed) and all(outputs_agree(r, p) for r, p in zip(replayed, plain))
+    return all(outputs_agree(r, p) for r, p in zip(replayed, plain))
+
+
+def _poison(out: torch.Tensor, plain: torch.Tensor) -> None:
+    """Values a replay must overwrite to pass: NaN, or the plain output with its lowest bit flipped.
+
+    NOTE: an output buffer the candidate keeps and reuses (written by the plain call just before) would
+    otherwise already hold the right values when a replay that ran nothing is compared."""
+    try:
+        if out.is_floating_point() or out.is_complex():
+            out.fill_(float("nan"))
+        elif out.shape == plain.shape and out.dtype == plain.dtype:
+            out.copy_(plain.logical_not() if out.dtype == torch.bool else plain ^ 1)
+    except RuntimeError:
+        pass   # an output that cannot be written in place (an expanded view): compared as it is
 
 
 def time_call(fn, refresh=None, *, method: str = "events", reps: int = 100, warmup: int = 10,

@@ -211,6 +211,21 @@ def test_a_capture_that_holds_the_kernels_is_replayed(monkeypatch):
     assert note == "" and t.method == "graph" and captured is not None
 
 
+def test_a_missed_capture_is_seen_where_the_call_reuses_its_output_buffer(monkeypatch):
+    # the plain call of the probe writes the kept buffer right before the replay: a replay that runs nothing
+    # must still be told apart from one that computes
+    _recording_cuda(monkeypatch)
+    buffer, kept = torch.zeros(64), torch.empty(64)
+
+    def fn():
+        kept.copy_(buffer * 2)      # on the legacy default stream: never captured
+        return kept
+
+    t, captured, note = timing.time_call(fn, _refresher(buffer), method="graph", reps=5, warmup=1, sync_reps=1,
+                                         flush=torch.empty(8))
+    assert captured is None and t.method == "events" and "capture missed" in note
+
+
 def test_the_capture_probe_runs_on_inputs_no_timed_call_uses(monkeypatch):
     _recording_cuda(monkeypatch)
     buffer, seen = torch.zeros(8), []
@@ -232,6 +247,16 @@ def test_the_capture_probe_runs_on_inputs_no_timed_call_uses(monkeypatch):
 ])
 def test_replayed_and_plain_outputs_agree_up_to_rounding_only(got, want, agree):
     assert timing.outputs_agree(got, want) is agree
+
+
+def test_an_output_that_views_the_input_is_no_missed_capture(monkeypatch):
+    # a reference that returns a view of its input has no kernel to capture, and a replay that runs nothing
+    # is right for it: the probe's poison must not stay in the input
+    _recording_cuda(monkeypatch)
+    buffer = torch.zeros(64)
+    t, captured, note = timing.time_call(lambda: buffer.view(8, 8), _refresher(buffer), method="graph", reps=3,
+                                         warmup=1, sync_reps=1, flush=torch.empty(8))
+    assert note == "" and t.method == "graph" and not buffer.isnan().any()
 
 
 def test_a_capture_refused_for_a_synchronisation_says_what_capture_forbids(monkeypatch):
