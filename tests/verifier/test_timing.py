@@ -249,6 +249,26 @@ def test_replayed_and_plain_outputs_agree_up_to_rounding_only(got, want, agree):
     assert timing.outputs_agree(got, want) is agree
 
 
+class StaleErrorFlush:
+    """An L2 flush buffer whose first launch raises the error a refused launch inside the capture left behind."""
+
+    def __init__(self):
+        self.launches = 0
+
+    def zero_(self):
+        self.launches += 1
+        if self.launches == 1:
+            raise RuntimeError("CUDA error: operation not permitted when stream is capturing")
+
+
+def test_a_launch_error_left_by_a_refused_capture_is_not_raised_from_the_timing(monkeypatch):
+    _fake_cuda(monkeypatch, fail=RuntimeError("CUDA error: operation failed due to a previous error during capture"))
+    flush = StaleErrorFlush()
+    t, captured, note = timing.time_call(lambda: None, method="graph", reps=4, warmup=1, sync_reps=1, flush=flush)
+    assert captured is None and t.reps == 4 and "not capturable" in note
+    assert flush.launches == 2 + 4 + 1      # the one that raised, one more, then a flush per timed and synced call
+
+
 def test_an_output_that_views_the_input_is_no_missed_capture(monkeypatch):
     # a reference that returns a view of its input has no kernel to capture, and a replay that runs nothing
     # is right for it: the probe's poison must not stay in the input
