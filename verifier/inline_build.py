@@ -310,7 +310,7 @@ def _artifacts(folder: Path) -> dict[str, str]:
     out = {}
     if folder.is_dir():
         for path in sorted(folder.rglob("*")):
-            if path.is_file() and path.suffix in (".so", ".o"):
+            if path.suffix in (".so", ".o") and path.is_file() and not path.is_symlink():
                 out[str(path.relative_to(folder))] = hashlib.sha256(path.read_bytes()).hexdigest()
     return out
 
@@ -376,6 +376,21 @@ def prebuild(plan: BuildPlan, device: str, timeout_s: float, output_cap_bytes: i
     folder = extensions_root() / f"kgen-{key}"
     env = build_env(folder, tools)
     names = ", ".join(c.name for c in plan.calls)
+    with _key_lock(key):   # NOTE: two verifications of one source in this process: one builds, one finds it
+        return _prebuild_locked(plan, key, folder, env, names, tools, started, timeout_s, output_cap_bytes)
+
+
+_KEY_LOCKS: dict[str, threading.Lock] = {}
+_KEY_LOCKS_LOCK = threading.Lock()
+
+
+def _key_lock(key: str) -> threading.Lock:
+    with _KEY_LOCKS_LOCK:
+        return _KEY_LOCKS.setdefault(key, threading.Lock())
+
+
+def _prebuild_locked(plan: BuildPlan, key: str, folder: Path, env: dict, names: str, tools: dict, started: float,
+                     timeout_s: float, output_cap_bytes: int) -> Prebuilt:
     if cached(key, folder):
         with _AHEAD_LOCK:
             ahead = _AHEAD.pop(key, None)
@@ -385,6 +400,9 @@ def prebuild(plan: BuildPlan, device: str, timeout_s: float, output_cap_bytes: i
                         note=f"load_inline: {names} found built in the cache (key {key}): {how}")
     from verifier.sandbox import run_sandboxed
 
+    # NOTE: from an empty folder: a library left there by someone else (the folder is writable by sandboxes,
+    # and a key can be guessed from a source) would look up to date to ninja and be recorded as kgen's build
+    shutil.rmtree(folder, ignore_errors=True)
     job = {"calls": [c.arguments() for c in plan.calls], "offline": tools["offline"]}
     res = run_sandboxed(BUILD_JOB, job, timeout_s=timeout_s, output_cap_bytes=output_cap_bytes, extra_env=env)
     seconds = time.perf_counter() - started

@@ -199,6 +199,19 @@ def test_a_built_file_changed_after_the_build_is_no_cache_hit(own_cache):
     assert not inline_build.cached("abc", folder)
 
 
+def test_a_file_left_in_the_folder_before_the_build_is_not_recorded_as_built(own_cache):
+    needs_nvcc()
+    plan = plan_builds(TINY)
+    key = cache_key(plan, inline_build.toolchain("cpu"))
+    folder = inline_build.extensions_root() / f"kgen-{key}"
+    (folder / "kgen_test_scale").mkdir(parents=True)
+    (folder / "kgen_test_scale" / "kgen_test_scale.so").write_bytes(b"left by an earlier candidate")
+    built = inline_build.prebuild(plan, "cpu", timeout_s=120)
+    assert built.key == key and "built in" in built.note, built.note
+    recorded = inline_build._artifacts(folder)
+    assert recorded and "kgen_test_scale/kgen_test_scale.so" not in recorded
+
+
 def test_no_index_entry_is_no_cache_hit(own_cache):
     folder = own_cache / "ext" / "kgen-def"
     (folder / "m").mkdir(parents=True)
@@ -273,6 +286,35 @@ def test_a_rounds_builds_run_side_by_side_before_its_verifications(own_cache):
     result = verify(load_task(ROOT / "tasks" / "softmax.py"), sources[1], CPU)
     assert result.status == "not_run", result.reason
     assert any("found built in the cache" in f and "ahead" in f for f in result.flags), result.flags
+
+
+@pytest.mark.slow
+def test_what_the_build_process_built_is_what_load_inline_then_loads_without_a_rebuild(own_cache, monkeypatch):
+    # torch's own load_inline in the sandboxed build process (the GPU path), here on a host C++ extension (g++,
+    # torch's headers: minutes on this machine); then load_inline as the candidate process calls it, verbose
+    # and all: ninja finds nothing to do, the library is the one built before.
+    import os
+    import subprocess
+    import sys
+
+    if shutil.which("ninja") is None:
+        pytest.skip("ninja not on PATH")
+    call = inline_build.InlineCall(kwargs=(("name", "kgen_test_twice"), ("cpp_sources", "int twice(int x) { return 2 * x; }"),
+                                           ("functions", ("twice",)), ("verbose", False)), line=1, at_import=True)
+    monkeypatch.setattr(inline_build, "toolchain", lambda device: {**TOOLS, "arch": "", "offline": False})
+    built = inline_build.prebuild(BuildPlan(calls=(call,)), "cuda", timeout_s=900)
+    assert built.problem is None and "built in" in built.note, built.note
+    library = Path(built.env["TORCH_EXTENSIONS_DIR"]) / "kgen_test_twice" / "kgen_test_twice.so"
+    before = library.stat().st_mtime_ns
+    load = ("from torch.utils.cpp_extension import load_inline\n"
+            "m = load_inline(name='kgen_test_twice', cpp_sources='int twice(int x) { return 2 * x; }', "
+            "functions=['twice'], verbose=True)\nprint(m.twice(21))")
+    done = subprocess.run([sys.executable, "-c", load], capture_output=True, text=True, timeout=600,
+                          env={**os.environ, **built.env})
+    assert done.stdout.strip().endswith("42"), done.stderr[-1500:]
+    assert "no work to do" in done.stdout + done.stderr
+    assert library.stat().st_mtime_ns == before
+    assert inline_build.cached(built.key, Path(built.env["TORCH_EXTENSIONS_DIR"]))
 
 
 # ---- on a GPU (torch with CUDA, nvcc and ninja)
