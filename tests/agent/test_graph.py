@@ -414,3 +414,19 @@ def test_an_llm_kernel_sent_again_is_not_verified_again(tmp_path, task_path, api
     assert len(verified) == 2                                   # attempt 2 repeats attempt 1 (trailing blank lines)
     assert any("the same source as attempt 1" in f for f in attempts[1].verify.flags)
     assert run.status == "succeeded"
+
+
+def test_a_rounds_load_inline_builds_are_handed_to_the_verifier_side_by_side(monkeypatch):
+    # on a GPU a round's candidates are verified one at a time; their extension builds go first, together
+    from types import SimpleNamespace
+
+    from agent.graph import OptimizeLoop
+    from verifier import inline_build
+    from verifier.records import VerifyConfig
+
+    seen = []
+    monkeypatch.setattr(inline_build, "prebuild_round",
+                        lambda sources, device, timeout_s: seen.append((sources, device, timeout_s)) or len(sources))
+    loop = SimpleNamespace(verify_config=VerifyConfig(device="cpu", timeout_s=77))
+    OptimizeLoop._prebuild(loop, [{"source": "first"}, {"source": "second"}])
+    assert seen == [(["first", "second"], "cpu", 77)]
