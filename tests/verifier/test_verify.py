@@ -182,7 +182,8 @@ def test_graph_timing_on_gpu(path):
     if path.stem == "softmax":      # a Triton launch on torch's current stream is captured
         assert result.timing.method == "graph", result.flags
     elif result.timing.method == "events":      # cupy may launch on a stream of its own: then it says so
-        assert any("not capturable in a CUDA graph" in f for f in result.flags), result.flags
+        assert any("not capturable in a CUDA graph" in f or "the CUDA graph capture missed" in f
+                   for f in result.flags), result.flags
     assert result.timing.median_ms > 0
 
 
