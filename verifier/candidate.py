@@ -18,7 +18,8 @@ job. Then:
    relies on (verifier.integrity.Guard) and installs the run-time policy (an audit hook) before any
    candidate code is imported; imports the task (for get_init_inputs and the timing inputs' generator)
    and the candidate (on a CPU machine: Triton under the interpreter; CUDA sources compiled with nvcc,
-   not run: "not_run");
+   not run: "not_run"), under the build variables of a load_inline extension built before this process
+   (the job's build_env, verifier.inline_build: its own load_inline finds the build up to date);
 2. build: ModelNew under the judge's init seed; the reference's parameters arrive as tensor files and are
    copied, by plain storage copies, into the parameters and buffers this harness finds itself (walking
    `_parameters`, `_buffers`, `_modules` with object.__getattribute__, exact tensor types only): the

@@ -5,7 +5,8 @@
     result = judge(task, source, config, process, device="cpu", backend="triton")
 
 verifier.verify.verify() calls it after the static checks. The judge:
-1. hands the job (task path, source, device, backend, the pipes) to a candidate process
+1. hands the job (task path, source, device, backend, the pipes, the variables of an extension built
+   before it, verifier.inline_build) to a candidate process
    (verifier.candidate, started in a verifier.sandbox.Sandbox, maybe before the job was known), and
    meanwhile loads the task module itself and builds the reference `Model(*get_init_inputs())` under
    an init seed drawn for this verification (the candidate's ModelNew is built under the same one);

@@ -16,6 +16,11 @@ candidate process has ended) and torch.compile (default and
 max-autotune-no-cudagraphs, timed once per GPU, task and torch version in a
 trusted job of its own, verifier.baseline_job, and cached under results/baselines/).
 
+A load_inline candidate's extension is compiled before the candidate process gets its job, as a phase of
+its own (verifier.inline_build: the literal load_inline arguments read from the syntax tree, built in a
+sandboxed build process, cached by source across candidates and runs); the candidate process then finds
+it built. On a GPU that keeps nvcc out of the GPU's time, and the same source again costs no compile.
+
 The candidate process can be started before the candidate is known, so that its
 start-up (Python, torch, triton, CUDA) overlaps the caller's own work:
 
@@ -199,7 +204,8 @@ def _verify(task: Task, source: str, config: VerifyConfig, worker: CandidateProc
             return VerifyResult(status=p["status"], reason=p["reason"], feedback=p["feedback"], task=task.name,
                                 backend=backend, flags=[built.note] if built.note else [],
                                 wall_s=time.perf_counter() - started,
-                                phases={**phases, "rest": max(0.0, time.perf_counter() - started - sum(phases.values()))})
+                                phases={**phases, "the rest (the build decided: no candidate process)":
+                                        max(0.0, time.perf_counter() - started - sum(phases.values()))})
 
     process = worker if worker is not None else CandidateProcess(config.output_cap_bytes, prestart=False)
     prestarted = worker is not None
