@@ -47,8 +47,8 @@ the capture one probe (`replay_reproduces`): fresh inputs (refresh(PROBE_REP)), 
 plain call, then one replay on the same inputs; when the replay's output is not
 the plain call's, the capture missed work and the call is timed with plain events
 ("timed with events: the CUDA graph capture missed ..."). That is right for the
-legacy default stream: the events are recorded on the caller's stream, which in
-kgen's candidate process is the default (legacy) stream, and the legacy stream
+legacy default stream: plain events are recorded on torch's default stream, which
+is the legacy stream (time_call makes it current for them), and the legacy stream
 waits for, and is waited for by, every blocking stream. Work on a non-blocking
 stream of the candidate's own that forward does not join is outside those events
 too; the device-wide synchronised pass (`escaped_stream`) then names it "work on a
@@ -81,6 +81,7 @@ _graph_capture = torch.cuda.graph
 _Stream = torch.cuda.Stream
 _current_stream = torch.cuda.current_stream
 _use_stream = torch.cuda.stream
+_default_stream = torch.cuda.default_stream
 
 METHODS = TIMING_METHODS
 
@@ -298,7 +299,10 @@ def time_call(fn, refresh=None, *, method: str = "events", reps: int = 100, warm
     if captured is None:
         if method == "graph":
             _take_stale_error(flush)
-        return _timed(fn, refresh, warmup, reps, sync_reps, flush, check), None, note
+        # NOTE: on the legacy default stream, whatever stream is current: a kernel launched there with no stream
+        # (KernelBench's `<<<grid, block>>>`) and every blocking stream are then inside the events
+        with _use_stream(_default_stream()):
+            return _timed(fn, refresh, warmup, reps, sync_reps, flush, check), None, note
     t = _timed(captured.replay, refresh, warmup, reps, sync_reps, flush, check, output=lambda: captured.output)
     t.method = "graph"
     return t, captured, ""

@@ -105,6 +105,7 @@ def _fake_cuda(monkeypatch, fail: Exception | None = None):
     monkeypatch.setattr(timing, "_Stream", FakeStream)
     monkeypatch.setattr(timing, "_current_stream", FakeStream)
     monkeypatch.setattr(timing, "_use_stream", lambda s: contextlib.nullcontext())
+    monkeypatch.setattr(timing, "_default_stream", FakeStream)
     graphs = []
     monkeypatch.setattr(timing, "_Graph", lambda: graphs.append(FakeGraph()) or graphs[-1])
     monkeypatch.setattr(timing, "_graph_capture", lambda g: Capturing(g, fail))
@@ -201,6 +202,27 @@ def test_a_capture_that_missed_the_kernels_is_timed_with_events_and_says_so(monk
                                          method="graph", reps=5, warmup=1, sync_reps=1, flush=torch.empty(8))
     assert captured is None and t.method == "events"
     assert note.startswith("timed with events: the CUDA graph capture missed") and "legacy default stream" in note
+
+
+def test_plain_events_are_recorded_on_the_default_stream(monkeypatch):
+    # the legacy default stream, where KernelBench's kernels run: not a stream the call may have made current
+    import contextlib
+
+    _fake_cuda(monkeypatch, fail=RuntimeError("operation not permitted when stream is capturing"))
+    default, current = FakeStream(), []
+
+    @contextlib.contextmanager
+    def use(stream):
+        current.append(stream)
+        yield
+        current.pop()
+
+    monkeypatch.setattr(timing, "_default_stream", lambda: default)
+    monkeypatch.setattr(timing, "_use_stream", use)
+    streams = []
+    timing.time_call(lambda: streams.append(current[-1] if current else None), method="graph", reps=3, warmup=1,
+                     sync_reps=1, flush=torch.empty(8))
+    assert streams[-(1 + 3 + 1):] == [default] * 5      # warm-up, timed and synchronised calls
 
 
 def test_a_capture_that_holds_the_kernels_is_replayed(monkeypatch):
