@@ -428,6 +428,23 @@ def _prebuild_locked(plan: BuildPlan, key: str, folder: Path, env: dict, names: 
                          f"built in the candidate's process instead")
 
 
+def built_env(source: str, device: str = "cuda") -> dict:
+    """The build variables under which source's extensions are found built, when the cache has them; else {}.
+
+    Builds nothing and starts no process: for another sandboxed run of a verified candidate (the profiler's
+    child), so that its load_inline loads the library instead of compiling it again."""
+    plan = plan_builds(source)
+    if not plan:
+        return {}
+    try:
+        tools = toolchain(device)
+    except Exception:  # noqa: BLE001 - no toolchain to key by: the child builds as it always did
+        return {}
+    key = cache_key(plan, tools)
+    folder = extensions_root() / f"kgen-{key}"
+    return build_env(folder, tools) if cached(key, folder) else {}
+
+
 _AHEAD: dict[str, float] = {}      # key -> seconds its build took in prebuild_round, before its verification
 _AHEAD_LOCK = threading.Lock()
 

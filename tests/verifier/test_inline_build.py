@@ -212,6 +212,14 @@ def test_a_file_left_in_the_folder_before_the_build_is_not_recorded_as_built(own
     assert recorded and "kgen_test_scale/kgen_test_scale.so" not in recorded
 
 
+def test_another_run_of_a_built_source_gets_its_build_variables_and_nothing_else_does(own_cache):
+    needs_nvcc()
+    assert inline_build.built_env(TINY, "cpu") == {}            # not built yet: nothing is built here
+    built = inline_build.prebuild(plan_builds(TINY), "cpu", timeout_s=120)
+    assert inline_build.built_env(TINY, "cpu") == built.env and built.env["TORCH_EXTENSIONS_DIR"].endswith(built.key)
+    assert inline_build.built_env(TINY.replace("2.0f", "5.0f"), "cpu") == {}
+
+
 def test_no_index_entry_is_no_cache_hit(own_cache):
     folder = own_cache / "ext" / "kgen-def"
     (folder / "m").mkdir(parents=True)
