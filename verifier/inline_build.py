@@ -141,6 +141,10 @@ def _bindings(tree: ast.Module) -> dict[str, int]:
                 bind(name)
         elif isinstance(node, ast.ExceptHandler) and node.name:
             bind(node.name)
+        elif isinstance(node, (ast.MatchAs, ast.MatchStar)) and node.name:
+            bind(node.name)
+        elif isinstance(node, ast.MatchMapping) and node.rest:
+            bind(node.rest)
     return counts
 
 

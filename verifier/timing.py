@@ -216,10 +216,11 @@ def outputs_agree(got: torch.Tensor, want: torch.Tensor, relative: float = PROBE
 def replay_reproduces(fn, captured: "Captured", refresh=None) -> bool:
     """After a capture: does a replay compute what a plain call computes, on inputs the capture never saw?
 
-    refresh(PROBE_REP) writes fresh inputs, fn() runs plainly (its output copied), the graph's output is
-    poisoned (_poison), then the graph is replayed on the same inputs and its output compared (outputs_agree). False: the capture missed kernels (launched on
-    the legacy default stream or a stream of the candidate's own: they ran once, uncaptured). True when
-    there is nothing to compare (no refresh, no tensor output)."""
+    refresh(PROBE_REP) writes fresh inputs, fn() runs plainly (its output kept), the graph's output is
+    poisoned (_poison), then the graph is replayed on the same inputs and its output compared
+    (outputs_agree). False: the capture missed kernels (launched on the legacy default stream or a stream
+    of the candidate's own: they ran once, uncaptured). True when there is nothing to compare (no
+    refresh, no tensor output)."""
     if refresh is None or not _tensors(captured.output):
         return True
     replayed = _tensors(captured.output)
