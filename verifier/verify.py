@@ -195,14 +195,19 @@ def _verify(task: Task, source: str, config: VerifyConfig, worker: CandidateProc
         # the CPU's, not the GPU's), cached by source across candidates and runs (verifier.inline_build).
         from verifier import inline_build
 
-        built = inline_build.prebuild(inline_build.plan_builds(source), device, timeout_s=config.timeout_s,
-                                      output_cap_bytes=config.output_cap_bytes)
+        try:
+            built = inline_build.prebuild(inline_build.plan_builds(source), device, timeout_s=config.timeout_s,
+                                          output_cap_bytes=config.output_cap_bytes)
+        except Exception as exc:  # noqa: BLE001 - kgen's own trouble: the candidate process builds it, as before
+            built = inline_build.Prebuilt(note=f"load_inline: no build before the candidate process (kgen's own "
+                                               f"failure: {type(exc).__name__}: {str(exc)[:160]})")
         if built.key or built.note:
             phases[inline_build.PHASE] = built.seconds
         if built.problem is not None:
             p = built.problem
             return VerifyResult(status=p["status"], reason=p["reason"], feedback=p["feedback"], task=task.name,
                                 backend=backend, flags=[built.note] if built.note else [],
+                                device="none (nvcc only)" if device == "cpu" else _gpu_name(),
                                 wall_s=time.perf_counter() - started,
                                 phases={**phases, "the rest (the build decided: no candidate process)":
                                         max(0.0, time.perf_counter() - started - sum(phases.values()))})
@@ -234,6 +239,12 @@ def _verify(task: Task, source: str, config: VerifyConfig, worker: CandidateProc
     result.wall_s = time.perf_counter() - started
     result.phases = _phases(phases, stages, result.wall_s, prestarted)
     return result
+
+
+def _gpu_name() -> str:
+    import torch
+
+    return torch.cuda.get_device_name()
 
 
 def _phases(parent: dict[str, float], stages: dict[str, float], wall_s: float, prestarted: bool) -> dict[str, float]:

@@ -275,6 +275,18 @@ def test_a_compile_error_at_import_is_the_verdict_from_the_build_alone(own_cache
     assert result.isolation == []       # the candidate process never got the job
 
 
+def test_kgens_own_failure_in_the_build_phase_leaves_the_build_to_the_candidates_process(own_cache, monkeypatch):
+    needs_nvcc()
+
+    def broken(*args, **kwargs):
+        raise OSError("no space left on device")
+
+    monkeypatch.setattr(inline_build, "prebuild", broken)
+    result = verify(load_task(ROOT / "tasks" / "softmax.py"), TINY, CPU)
+    assert result.status == "not_run", (result.reason, result.feedback[-600:])     # as before the phase existed
+    assert any("kgen's own failure: OSError" in f for f in result.flags), result.flags
+
+
 def test_a_compile_error_inside_a_function_is_left_to_the_candidates_process(own_cache):
     needs_nvcc()
     broken = TINY.replace("if (i < n) out[i]", "if (i < n) out[i] = ;") \
