@@ -314,6 +314,18 @@ class OptimizeLoop:
         self.emit("attempt", round=attempt.round, attempt=attempt)
         return attempt
 
+    def _prebuild(self, todo: list[dict[str, Any]]) -> None:
+        """The round's load_inline extensions built side by side before its one-at-a-time verifications: the
+        compiles need the CPU only, and each verification then finds its own in the cache."""
+        from verifier import inline_build
+        from verifier.verify import resolve_device
+
+        try:
+            device = resolve_device(self.verify_config.device)
+            inline_build.prebuild_round([p["source"] for p in todo], device, self.verify_config.timeout_s)
+        except Exception:  # noqa: BLE001 - an optimisation: each verification builds what is missing itself
+            pass
+
     def _verify_one(self, p: dict[str, Any]) -> tuple[VerifyResult, str]:
         started = utc_now()
         return self.verify_fn(self.task, p["source"], self.verify_config), started
@@ -334,6 +346,8 @@ class OptimizeLoop:
         todo, repeats = self._repeats(todo)
         # NOTE: on a GPU candidates are verified one at a time: two timings at once would both be wrong.
         workers = 1 if self.timed else min(len(todo), os.cpu_count() or 1)
+        if workers <= 1 and len(todo) > 1:
+            self._prebuild(todo)
         if workers <= 1:
             for p in todo:
                 result, started = self._verify_one(p)

@@ -55,7 +55,8 @@ def run_child(argv: list[str], job_path: Path, workdir: Path, timeout_s: float):
 
     job = json.loads(job_path.read_text())
     # The sandbox puts the repository on PYTHONPATH, so `-m profiler.ncu_child` imports.
-    result = run_sandboxed(argv, job, timeout_s=timeout_s, output_cap_bytes=256_000, cwd=workdir)
+    result = run_sandboxed(argv, job, timeout_s=timeout_s, output_cap_bytes=256_000, cwd=workdir,
+                           extra_env=_built_extensions(job))
     child = result.message or {}
     result_path = Path(job["result_path"])
     if not child and result_path.exists():
@@ -64,6 +65,20 @@ def run_child(argv: list[str], job_path: Path, workdir: Path, timeout_s: float):
         except json.JSONDecodeError:
             child = {}
     return result, child
+
+
+def _built_extensions(job: dict) -> dict:
+    """The variables under which the candidate's load_inline finds its extension built by its verification
+    (verifier.inline_build), so that the profiled child does not compile it again; {} otherwise."""
+    try:
+        source = Path(job["candidate_path"]).read_text()
+        if "load_inline" not in source:
+            return {}
+        from verifier.inline_build import built_env
+
+        return built_env(source, "cuda")
+    except Exception:  # noqa: BLE001 - only a shortcut: without it the child builds the extension itself
+        return {}
 
 
 def output_tail(text: str, lines: int = 3) -> list[str]:

@@ -18,7 +18,8 @@ job. Then:
    relies on (verifier.integrity.Guard) and installs the run-time policy (an audit hook) before any
    candidate code is imported; imports the task (for get_init_inputs and the timing inputs' generator)
    and the candidate (on a CPU machine: Triton under the interpreter; CUDA sources compiled with nvcc,
-   not run: "not_run");
+   not run: "not_run"), under the build variables of a load_inline extension built before this process
+   (the job's build_env, verifier.inline_build: its own load_inline finds the build up to date);
 2. build: ModelNew under the judge's init seed; the reference's parameters arrive as tensor files and are
    copied, by plain storage copies, into the parameters and buffers this harness finds itself (walking
    `_parameters`, `_buffers`, `_modules` with object.__getattribute__, exact tensor types only): the
@@ -248,8 +249,10 @@ class _State:
             built = cuda_offline.built()
             if not built:
                 raise Verdict("rejected", "no CUDA source was compiled at import or in ModelNew(): nothing to check")
-            raise Verdict("not_run", f"CUDA source compiled with nvcc ({', '.join(built)}); nothing was run: "
-                                     f"no GPU here")
+            hits = cuda_offline.cache_hits()
+            cached = f", {len(hits)} of them found compiled in the cache" if hits else ""
+            raise Verdict("not_run", f"CUDA source compiled with nvcc ({', '.join(built)}{cached}); nothing was "
+                                     f"run: no GPU here")
         try:
             model = build_seeded(lambda: cand_mod.ModelNew(*init), request["init_seed"], device)
         except BaseException as exc:  # noqa: BLE001
@@ -547,6 +550,7 @@ def _import_candidate(job: dict, guard):
     path = os.path.abspath("candidate.py")
     with open(path, "w", encoding="utf-8") as f:
         f.write(job["source"])
+    _apply_build_env(job.get("build_env") or {})
     if job["device"] == "cpu" and job["backend"] in ("cupy", "load_inline"):
         from verifier import cuda_offline
 
@@ -569,6 +573,18 @@ def _import_candidate(job: dict, guard):
     if not hasattr(module, "ModelNew"):
         raise Verdict("rejected", "the candidate defines no ModelNew")
     return module
+
+
+BUILD_ENV = ("TORCH_EXTENSIONS_DIR", "TORCH_CUDA_ARCH_LIST", "MAX_JOBS")
+
+
+def _apply_build_env(env: dict) -> None:
+    """The variables the load_inline build before this process ran under (verifier.inline_build): the
+    candidate's own load_inline then finds its build folder up to date. Only these names, only strings."""
+    for name in BUILD_ENV:
+        value = env.get(name)
+        if type(value) is str and value:
+            os.environ[name] = value
 
 
 # ----------------------------------------------------------------------------------------------

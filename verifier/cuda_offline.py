@@ -11,10 +11,16 @@ can compile it here at all (nvcc present; for load_inline, torch's CUDA
 headers) is decided before the job, by the judge's side
 (`verifier.devices.cuda_checkable_here`): where it cannot, the candidate is
 "not_checkable" and these stand-ins never run.
+
+An object that compiled is kept under `$TORCH_EXTENSIONS_DIR/kgen-offline/`, named by
+the SHA-256 of nvcc, its flags and the source: the same source again is not compiled
+again (`cache_hits()`); `build_inline` is the stand-in's compile for verifier.inline_build.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import subprocess
 import sys
@@ -23,10 +29,21 @@ import types
 
 ARCH = "sm_90"
 _built: list[str] = []
+_hits: list[str] = []     # of those, found compiled in the cache
 
 
 class CompileException(Exception):
     """nvcc rejected the CUDA source; the message is nvcc's."""
+
+
+def _cached_object(nvcc: str, code: str, extra: list[str]) -> str | None:
+    """Where this compile's object is kept: under TORCH_EXTENSIONS_DIR/kgen-offline, by the SHA-256 of nvcc,
+    its flags and the source (verifier.inline_build points TORCH_EXTENSIONS_DIR at a folder of the source's own)."""
+    root = os.environ.get("TORCH_EXTENSIONS_DIR")
+    if not root:
+        return None
+    key = hashlib.sha256(json.dumps([nvcc, ARCH, list(extra), code]).encode()).hexdigest()[:32]
+    return os.path.join(root, "kgen-offline", f"{key}.o")
 
 
 def _nvcc(code: str, label: str, extra: list[str]) -> None:
@@ -35,12 +52,24 @@ def _nvcc(code: str, label: str, extra: list[str]) -> None:
     nvcc = find_nvcc()   # NOTE: where verifier.devices looked before the job: the judge's check and this agree
     if nvcc is None:
         raise CompileException("nvcc not found: cannot compile CUDA sources on this machine (install the CUDA toolkit)")
+    kept = _cached_object(nvcc, code, extra)
+    if kept is not None and os.path.isfile(kept):
+        _built.append(label)   # compiled before, the same source with the same flags: nvcc said yes then
+        _hits.append(label)
+        return
     with tempfile.TemporaryDirectory(dir=os.getcwd()) as tmp:
         src = os.path.join(tmp, "kernel.cu")
         with open(src, "w", encoding="utf-8") as f:
             f.write(code)
         cmd = [nvcc, f"-arch={ARCH}", "-c", src, "-o", os.path.join(tmp, "kernel.o"), *extra]
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+        if done.returncode == 0 and kept is not None:
+            try:
+                os.makedirs(os.path.dirname(kept), exist_ok=True)
+                shutil.copyfile(os.path.join(tmp, "kernel.o"), kept + f".{os.getpid()}.tmp")
+                os.replace(kept + f".{os.getpid()}.tmp", kept)
+            except OSError:
+                pass   # a cache that cannot be written costs the next compile, nothing else
     if done.returncode != 0:
         msg = (done.stderr or done.stdout).replace(src, f"{label}.cu")
         raise CompileException(f"nvcc failed for {label}:\n{msg.strip()[:3000]}")
@@ -107,6 +136,11 @@ def _load_inline(name, cpp_sources="", cuda_sources=None, functions=None, extra_
     return _Unrunnable(f"load_inline module {name}")
 
 
+def build_inline(name, cpp_sources="", cuda_sources=None, functions=None, extra_cuda_cflags=None, **kwargs) -> None:
+    """What _load_inline compiles, for verifier.inline_build's build process (it caches the object)."""
+    _load_inline(name, cpp_sources, cuda_sources, functions, extra_cuda_cflags, **kwargs)
+
+
 def sysconfig_include() -> str:
     import sysconfig
 
@@ -124,3 +158,8 @@ def install() -> None:
 
 def built() -> list[str]:
     return list(_built)
+
+
+def cache_hits() -> list[str]:
+    """Those of built() whose object was found in the cache (compiled before with the same flags)."""
+    return list(_hits)

@@ -5,7 +5,8 @@
     result = judge(task, source, config, process, device="cpu", backend="triton")
 
 verifier.verify.verify() calls it after the static checks. The judge:
-1. hands the job (task path, source, device, backend, the pipes) to a candidate process
+1. hands the job (task path, source, device, backend, the pipes, the variables of an extension built
+   before it, verifier.inline_build) to a candidate process
    (verifier.candidate, started in a verifier.sandbox.Sandbox, maybe before the job was known), and
    meanwhile loads the task module itself and builds the reference `Model(*get_init_inputs())` under
    an init seed drawn for this verification (the candidate's ModelNew is built under the same one);
@@ -222,9 +223,10 @@ class _Session:
     """One verification, from the hand-over to the verdict."""
 
     def __init__(self, task: Task, source: str, config: VerifyConfig, process: CandidateProcess,
-                 device: str, backend: str):
+                 device: str, backend: str, build_env: dict | None = None):
         self.task, self.source, self.config, self.process = task, source, config, process
         self.device, self.backend = device, backend
+        self.build_env = dict(build_env or {})
         self.flags: list[str] = []
         self.phases: dict[str, float] = {}
         self.candidate_phases: dict[str, float] = {}
@@ -266,7 +268,7 @@ class _Session:
         job = {"task_path": str(self.task.path.resolve()), "source": self.source, "device": self.device,
                "small_overrides": self.task.small_overrides if self.device == "cpu" else None,
                "backend": self.backend, "requests": wire.requests_path, "replies": wire.replies_path,
-               "exchange": str(self.process.exchange)}
+               "exchange": str(self.process.exchange), "build_env": self.build_env}
         self.deadline = time.monotonic() + self.config.timeout_s + GRACE_S
 
         def run() -> None:
@@ -717,12 +719,13 @@ class _Session:
 
 
 def judge(task: Task, source: str, config: VerifyConfig, process: CandidateProcess, *, device: str,
-          backend: str) -> tuple[VerifyResult, dict[str, float]]:
+          backend: str, build_env: dict | None = None) -> tuple[VerifyResult, dict[str, float]]:
     """Verify source in process (started, not yet given a job); (the verdict, where its time went).
 
     The verdict's phases are left to the caller, who knows its own stages; the second value holds the
-    candidate process's start-up stages, then the judge's own, in order."""
-    s = _Session(task, source, config, process, device, backend)
+    candidate process's start-up stages, then the judge's own, in order. build_env: the variables the
+    candidate process sets before it imports the candidate (verifier.inline_build's prebuilt extensions)."""
+    s = _Session(task, source, config, process, device, backend, build_env)
     base = dict(task=task.name, backend=backend)
     status, reason, feedback = "ok", "correct on every trial", ""
     try:

@@ -31,8 +31,9 @@ graph and the graph is replayed instead: the host's part of each timed call
 shrinks to one graph launch, so the events hold the device's time. Capture
 refuses what would escape the events: work left on a stream not joined back to
 the caller's raises EscapedStream (the output is not ready when forward returns);
-a host synchronisation or a copy from pageable memory makes the call be timed with
-plain events instead, and the note says so. A replay runs only the kernels recorded
+a host synchronisation (cudaDeviceSynchronize inside forward), a copy from pageable
+memory, or any other error the capture raises makes the call be timed with plain
+events instead, and the note says so. A replay runs only the kernels recorded
 at capture, so the caller must check the replayed output (`Captured.output`)
 against the reference on fresh inputs.
 
@@ -46,6 +47,24 @@ inconsistent" with both numbers. The margin: on the H200 honest graph replays we
 ncu's time for the same kernel, never below (benchmarks/verifier.md, benchmarks/heuristic.md);
 1.25 leaves room for the clocks, which ncu leaves to the card (`--clock-control none`), being lower
 during the profiled calls than during the timed ones.
+
+A capture can also succeed and miss the call's kernels: torch captures on a
+non-blocking side stream, and a kernel launched on the legacy default stream
+(`kernel<<<grid, block>>>` with no stream, as KernelBench's load_inline examples
+write it) or on a stream of the candidate's own neither joins the graph nor
+invalidates the capture; it runs once, uncaptured, and every replay runs nothing
+(the libuipc project met the same with a non-blocking capture stream). So after
+the capture one probe (`replay_reproduces`): fresh inputs (refresh(PROBE_REP)), one
+plain call, then one replay on the same inputs; when the replay's output is not
+the plain call's, the capture missed work and the call is timed with plain events
+("timed with events: the CUDA graph capture missed ..."). That is right for the
+legacy default stream: plain events are recorded on torch's default stream, which
+is the legacy stream (time_call makes it current for them), and the legacy stream
+waits for, and is waited for by, every blocking stream. Work on a non-blocking
+stream of the candidate's own that forward does not join is outside those events
+too; the device-wide synchronised pass (`escaped_stream`) then names it "work on a
+stream kgen does not time". The probe needs `refresh` and tensor outputs; without
+them it is skipped.
 
 NOTE: the event class, synchronize, the graph classes and the host clock are
 bound when this module is imported, before any candidate code runs, so a
@@ -73,6 +92,7 @@ _graph_capture = torch.cuda.graph
 _Stream = torch.cuda.Stream
 _current_stream = torch.cuda.current_stream
 _use_stream = torch.cuda.stream
+_default_stream = torch.cuda.default_stream
 
 METHODS = TIMING_METHODS
 
@@ -143,6 +163,115 @@ def capture(fn, warmup: int = 3) -> Captured:
     return Captured(graph, output)
 
 
+PROBE_REP = -1000      # refresh(rep) of the capture probe: no warm-up, timed or synchronised call uses it
+# A replay and a plain call on the same inputs agree to float rounding (atomics reorder sums); a replay that
+# ran nothing leaves the output of other inputs, off by about the output's own size. Between the two:
+PROBE_RELATIVE = 0.05
+MISSED_NOTE = ("timed with events: the CUDA graph capture missed kernels the call launches (on the legacy default "
+               "stream, or a stream of its own, outside the capture): a replay on fresh inputs did not reproduce "
+               "a plain call's output; plain events, the host's cost of the call included")
+# What CUDA says when forward does what a capture forbids (legacy-stream or device-wide synchronisation).
+_REFUSALS = ("stream is capturing", "not permitted", "implicit", "invalidated", "StreamCapture")
+
+
+def _take_stale_error(flush: torch.Tensor) -> None:
+    """A launch the call made inside a capture may have failed without the call checking (a kernel on the
+    legacy default stream that the capture refused): CUDA keeps that error until the next check, which
+    torch makes after its own next launch. One throwaway launch takes it, so that it is not raised from
+    the timing loop's first refresh; an error that stays (a fault of the device) is raised again there."""
+    for _ in range(2):
+        try:
+            flush.zero_()
+            return
+        except RuntimeError:
+            continue
+
+
+def _capture_refusal(text: str) -> bool:
+    low = text.lower()
+    return any(r.lower() in low for r in _REFUSALS)
+
+
+def _tensors(out) -> list:
+    """The tensors of one call's output (a tensor, or a list or tuple of them, nested)."""
+    if isinstance(out, torch.Tensor):
+        return [out]
+    if isinstance(out, (list, tuple)):
+        return [t for o in out for t in _tensors(o)]
+    return []
+
+
+def outputs_agree(got: torch.Tensor, want: torch.Tensor, relative: float = PROBE_RELATIVE) -> bool:
+    """got is want up to rounding: same shape and dtype, NaN where want has NaN, and the L2 norm of the
+    difference within `relative` of want's (exact for integer and bool outputs). In slices: no float64 copy
+    of a whole large output."""
+    if got.shape != want.shape or got.dtype != want.dtype:
+        return False
+    a, b = got.detach().reshape(-1), want.detach().reshape(-1)
+    if not (a.is_floating_point() or a.is_complex()):
+        return bool(torch.equal(a, b))
+    diff2 = norm2 = 0.0
+    step = 1 << 22
+    for start in range(0, b.numel(), step):
+        x, y = a[start:start + step].to(torch.complex128 if a.is_complex() else torch.float64), \
+            b[start:start + step].to(torch.complex128 if b.is_complex() else torch.float64)
+        same = (x == y) | (x.isnan() & y.isnan())
+        if not bool(torch.isfinite(x[~same]).all() & torch.isfinite(y[~same]).all()):
+            return False
+        d = torch.where(same, torch.zeros_like(x), x - y)
+        diff2 += float(d.abs().pow(2).sum())
+        norm2 += float(torch.where(torch.isfinite(y), y, torch.zeros_like(y)).abs().pow(2).sum())
+    return diff2 <= (relative ** 2) * norm2
+
+
+def replay_reproduces(fn, captured: "Captured", refresh=None) -> bool:
+    """After a capture: does a replay compute what a plain call computes, on inputs the capture never saw?
+
+    refresh(PROBE_REP) writes fresh inputs, fn() runs plainly (its output kept), the graph's output is
+    poisoned (_poison), then the graph is replayed on the same inputs and its output compared
+    (outputs_agree). False: the capture missed kernels (launched on the legacy default stream or a stream
+    of the candidate's own: they ran once, uncaptured). True when there is nothing to compare (no
+    refresh, no tensor output)."""
+    if refresh is None or not _tensors(captured.output):
+        return True
+    replayed = _tensors(captured.output)
+    held = {_storage(r) for r in replayed}
+    refresh(PROBE_REP)
+    # NOTE: copied only where the plain call returned the graph's own buffers (a kept output, a view of an
+    # input): a fresh output is left as it is, so the probe holds one output more, not two
+    plain = [t.clone() if _storage(t) in held else t for t in _tensors(fn())]
+    _synchronize()
+    if len(plain) != len(replayed):
+        return False
+    for r, p in zip(replayed, plain):
+        _poison(r, p)
+    refresh(PROBE_REP)   # NOTE: after the poison: an output that is a view of an input has its values back
+    captured.replay()
+    _synchronize()
+    return all(outputs_agree(r, p) for r, p in zip(replayed, plain))
+
+
+def _storage(t: torch.Tensor) -> int:
+    try:
+        return t.untyped_storage().data_ptr()
+    except (RuntimeError, NotImplementedError):
+        return -1
+
+
+def _poison(out: torch.Tensor, plain: torch.Tensor) -> None:
+    """Values a replay must overwrite to pass: NaN, or the plain output with its lowest bit flipped.
+
+    NOTE: an output buffer the candidate keeps and reuses (written by the plain call just before) would
+    otherwise already hold the right values when a replay that ran nothing is compared."""
+    try:
+        if out.is_floating_point() or out.is_complex():
+            out.fill_(float("nan"))
+        elif out.shape == plain.shape and out.dtype == plain.dtype:
+            out.copy_(plain.logical_not() if out.dtype == torch.bool else plain ^ 1)
+    except RuntimeError:
+        pass   # an output that cannot be written in place (an expanded view): compared as it is
+
+
 def time_call(fn, refresh=None, *, method: str = "events", reps: int = 100, warmup: int = 10,
               sync_reps: int = 20, flush: torch.Tensor | None = None,
               check=None) -> tuple[Timing, Captured | None, str]:
@@ -169,8 +298,23 @@ def time_call(fn, refresh=None, *, method: str = "events", reps: int = 100, warm
             _synchronize()
             note = (f"not capturable in a CUDA graph ({type(exc).__name__}: {first}): timed with plain events, "
                     f"the host's cost of the call included")
+            if _capture_refusal(str(exc)):
+                note += (" (a device synchronisation or a launch on the legacy default stream inside forward "
+                         "is not allowed while a graph is captured)")
+    if captured is not None:
+        try:
+            same = replay_reproduces(fn, captured, refresh)
+        except RuntimeError:   # e.g. a launch error of the call's, left from inside the capture, raised here
+            same = False
+        if not same:
+            captured, note = None, MISSED_NOTE
     if captured is None:
-        return _timed(fn, refresh, warmup, reps, sync_reps, flush, check), None, note
+        if method == "graph":
+            _take_stale_error(flush)
+        # NOTE: on the legacy default stream, whatever stream is current: a kernel launched there with no stream
+        # (KernelBench's `<<<grid, block>>>`) and every blocking stream are then inside the events
+        with _use_stream(_default_stream()):
+            return _timed(fn, refresh, warmup, reps, sync_reps, flush, check), None, note
     t = _timed(captured.replay, refresh, warmup, reps, sync_reps, flush, check, output=lambda: captured.output)
     t.method = "graph"
     return t, captured, ""
@@ -237,7 +381,8 @@ def escaped_stream(t: Timing) -> str | None:
         return None
     if t.sync_ms > SYNC_RATIO * t.median_ms + SYNC_SLACK_MS:
         return (f"event time {t.median_ms:.4f} ms but a device-wide synchronised call took {t.sync_ms:.4f} ms: "
-                f"work ran outside the timed stream (side stream or thread)")
+                f"work ran outside the timed stream (side stream or thread): work on a stream kgen does not time "
+                f"(a stream of the kernel's own that forward does not join back to the caller's)")
     return None
 
 

@@ -19,6 +19,11 @@ candidate process has ended) and torch.compile (default and
 max-autotune-no-cudagraphs, timed once per GPU, task and torch version in a
 trusted job of its own, verifier.baseline_job, and cached under results/baselines/).
 
+A load_inline candidate's extension is compiled before the candidate process gets its job, as a phase of
+its own (verifier.inline_build: the literal load_inline arguments read from the syntax tree, built in a
+sandboxed build process, cached by source across candidates and runs); the candidate process then finds
+it built. On a GPU that keeps nvcc out of the GPU's time, and the same source again costs no compile.
+
 The candidate process can be started before the candidate is known, so that its
 start-up (Python, torch, triton, CUDA) overlaps the caller's own work:
 
@@ -192,13 +197,39 @@ def _verify(task: Task, source: str, config: VerifyConfig, worker: CandidateProc
             baseline_problem = str(exc)
         phases["torch.compile baselines (cached after the first)"] = time.perf_counter() - t0
 
+    built = None
+    if backend == "load_inline":
+        # The extension's compile, a phase of its own before the candidate process gets its job (its time is
+        # the CPU's, not the GPU's), cached by source across candidates and runs (verifier.inline_build).
+        from verifier import inline_build
+
+        try:
+            built = inline_build.prebuild(inline_build.plan_builds(source), device, timeout_s=config.timeout_s,
+                                          output_cap_bytes=config.output_cap_bytes)
+        except Exception as exc:  # noqa: BLE001 - kgen's own trouble: the candidate process builds it, as before
+            built = inline_build.Prebuilt(note=f"load_inline: no build before the candidate process (kgen's own "
+                                               f"failure: {type(exc).__name__}: {str(exc)[:160]})")
+        if built.key or built.note:
+            phases[inline_build.PHASE] = built.seconds
+        if built.problem is not None:
+            p = built.problem
+            return VerifyResult(status=p["status"], reason=p["reason"], feedback=p["feedback"], task=task.name,
+                                backend=backend, flags=[built.note] if built.note else [],
+                                device="none (nvcc only)" if device == "cpu" else _gpu_name(),
+                                wall_s=time.perf_counter() - started,
+                                phases={**phases, "the rest (the build decided: no candidate process)":
+                                        max(0.0, time.perf_counter() - started - sum(phases.values()))})
+
     process = worker if worker is not None else CandidateProcess(config.output_cap_bytes, prestart=False)
     prestarted = worker is not None
     try:
-        result, stages = judge(task, source, config, process, device=device, backend=backend)
+        result, stages = judge(task, source, config, process, device=device, backend=backend,
+                               build_env=built.env if built is not None else None)
     finally:
         if worker is None:
             process.close()
+    if built is not None and built.note:
+        result.flags.append(built.note)
     if device == "cpu":
         result.device = "cpu (Triton interpreter)" if backend == "triton" else "none (nvcc only)"
         if backend == "triton" and result.ran:
@@ -232,6 +263,12 @@ def not_checkable(task: Task, backend: str, started: float) -> VerifyResult | No
                         reason=f"not checkable here: {why}; nothing was compiled or run. To check it, run kgen "
                                f"verify on a GPU machine (there it is compiled, checked and timed)",
                         wall_s=time.perf_counter() - started)
+
+
+def _gpu_name() -> str:
+    import torch
+
+    return torch.cuda.get_device_name()
 
 
 def _phases(parent: dict[str, float], stages: dict[str, float], wall_s: float, prestarted: bool) -> dict[str, float]:

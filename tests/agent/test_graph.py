@@ -456,3 +456,19 @@ def test_a_kernel_not_checkable_here_stops_the_loop_and_is_never_sent_back_for_r
     assert attempt.status == "not_checkable", attempt.reason
     assert len(server.requests) == 1, "a second round asked the LLM to repair a kernel nothing was wrong with"
     assert "not checkable on this machine" in run.stop_reason and "no CUDA headers" in run.stop_reason
+
+
+def test_a_rounds_load_inline_builds_are_handed_to_the_verifier_side_by_side(monkeypatch):
+    # on a GPU a round's candidates are verified one at a time; their extension builds go first, together
+    from types import SimpleNamespace
+
+    from agent.graph import OptimizeLoop
+    from verifier import inline_build
+    from verifier.records import VerifyConfig
+
+    seen = []
+    monkeypatch.setattr(inline_build, "prebuild_round",
+                        lambda sources, device, timeout_s: seen.append((sources, device, timeout_s)) or len(sources))
+    loop = SimpleNamespace(verify_config=VerifyConfig(device="cpu", timeout_s=77))
+    OptimizeLoop._prebuild(loop, [{"source": "first"}, {"source": "second"}])
+    assert seen == [(["first", "second"], "cpu", 77)]

@@ -442,3 +442,16 @@ def test_kgen_verify_prints_a_kernelbench_timing_as_its_mean_and_names_the_proto
                                speedups={"eager": 4.0 / 1.2}))
     assert "candidate: 1.2000 ms mean of 3 (KernelBench's: CUDA events around each call" in text
     assert "median 1.0000" in text and "eager: 4.0000 ms  -> speedup 3.33x" in text
+
+
+def test_the_samples_load_inline_builds_go_to_the_verifier_together(monkeypatch):
+    # scored one at a time on a GPU, their extension builds go first, side by side
+    from agent.kernelbench import samples
+    from verifier import inline_build
+    from verifier.records import VerifyConfig
+
+    seen = []
+    monkeypatch.setattr(inline_build, "prebuild_round",
+                        lambda sources, device, timeout_s: seen.append((sources, device, timeout_s)) or len(sources))
+    samples._prebuild(["sample 0", "sample 1"], "cuda", VerifyConfig(timeout_s=42))
+    assert seen == [(["sample 0", "sample 1"], "cuda", 42)]

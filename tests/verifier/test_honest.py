@@ -12,7 +12,9 @@ of them correct; a rejection here is a false positive of the checks, not a bad k
 
 KernelBench's own Triton example solution (in the shared/ beside the checkout, when present) passes
 the static checks here; its problem makes CUDA inputs (`.cuda()` in get_inputs), so it is verified
-against that problem on a GPU only (pytest -m gpu).
+against that problem on a GPU only (pytest -m gpu). So are its CUDA example solutions (load_inline,
+kernels launched on the legacy default stream, which a CUDA graph capture misses: they are timed
+with events, and the verdict says so).
 """
 
 from __future__ import annotations
@@ -62,7 +64,15 @@ KERNELBENCH_PROMPTS = kernelbench_prompts()
 KERNELBENCH_TRITON = [("model_ex_add.py", "model_new_ex_add_triton.py")]
 
 
-@pytest.mark.parametrize("problem, solution", KERNELBENCH_TRITON)
+# KernelBench's CUDA example solutions (load_inline, `kernel<<<grid, block>>>` on the legacy default stream).
+KERNELBENCH_CUDA = [("model_ex_add.py", "model_new_ex_add.py"),
+                    ("few_shot/model_ex_add.py", "few_shot/model_new_ex_add.py"),
+                    ("few_shot/model_ex_fuse_gelu.py", "few_shot/model_new_ex_fuse_gelu.py"),
+                    ("few_shot/model_ex_tiled_matmul.py", "few_shot/model_new_ex_tiled_matmul.py"),
+                    ("few_shot/model_ex_flash_attn.py", "few_shot/model_new_ex_flash_attn.py")]
+
+
+@pytest.mark.parametrize("problem, solution", KERNELBENCH_TRITON + KERNELBENCH_CUDA)
 def test_kernelbench_triton_example_passes_the_static_checks(problem, solution):
     if not (KERNELBENCH_PROMPTS / solution).exists():
         pytest.skip("KernelBench's prompts are not on this machine")
@@ -85,3 +95,17 @@ def test_honest_kernel_is_verified_ok_on_gpu(path):
     result = verify(load_task(task_of(path)), path.read_text(),
                     VerifyConfig(device="cuda", timeout_s=300, baselines=False))
     assert result.status == "ok", (result.status, result.reason, result.feedback[-800:])
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("problem, solution", KERNELBENCH_CUDA, ids=lambda p: p.replace("/", "-"))
+def test_kernelbench_cuda_example_is_verified_ok_on_gpu_and_timed_with_events(problem, solution):
+    if not (KERNELBENCH_PROMPTS / solution).exists():
+        pytest.skip("KernelBench's prompts are not on this machine")
+    result = verify(load_task(KERNELBENCH_PROMPTS / problem), (KERNELBENCH_PROMPTS / solution).read_text(),
+                    VerifyConfig(device="cuda", timeout_s=400, baselines=False))   # the default: graph timing
+    assert result.status == "ok", (result.status, result.reason, result.feedback[-800:])
+    # its kernels run on the legacy default stream: the capture cannot hold them, the events can
+    assert result.timing.method == "events", result.flags
+    assert any("the CUDA graph capture missed" in f or "not capturable in a CUDA graph" in f
+               for f in result.flags), result.flags

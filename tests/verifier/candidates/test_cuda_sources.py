@@ -59,8 +59,9 @@ def test_cuda_compile_error_candidate_fails_with_a_syntax_error(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("path", [HERE / "cuda" / "softmax_load_inline.py", KERNELBENCH / "19_ReLU_cuda.py"],
-                         ids=["softmax_load_inline", "kernelbench_relu"])
+@pytest.mark.parametrize("path", [HERE / "cuda" / "softmax_load_inline.py", KERNELBENCH / "19_ReLU_cuda.py",
+                                  HERE / "cuda" / "softmax_load_inline_default_stream.py"],
+                         ids=["softmax_load_inline", "kernelbench_relu", "softmax_load_inline_default_stream"])
 def test_load_inline_candidate_compiles(path, tmp_path):
     (source,) = cuda_sources(path)
     result = nvcc_compile(source, tmp_path, torch_include_flags())
