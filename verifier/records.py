@@ -28,8 +28,9 @@ STATUSES = (
     "timeout",        # it ran past the wall-clock limit; its process group was killed
     "crashed",        # its process died without a verdict (segfault, exit, OOM kill)
     "not_run",        # a CUDA candidate compiled with nvcc on a machine with no GPU: nothing was executed
-    "harness_error",  # kgen's own failure (the judge raised, the reference failed, the judge ran out of
-                      # memory): never charged to the kernel
+    "harness_error",  # kgen's own failure (the judge raised, the reference failed, kgen's own code ran out of
+                      # memory, or the task does not fit the device's memory however planned): never charged to
+                      # the kernel
 )
 
 
@@ -69,6 +70,9 @@ class VerifyConfig:
     peaks_override: str | None = None  # path to a JSON table overriding the GPU peak rates
     repeat_timing: bool = False     # time the candidate a second time in the same run (a stability check)
     timing: str = "graph"           # "graph": candidate and baselines replayed from CUDA graphs; "events": as issued
+    # bytes a verification may hold at once on its device (both processes; verifier.memory_plan): None = the GPU's
+    # free memory, or on a CPU the host's available memory; a smaller value makes the plan keep fewer copies
+    memory_budget_bytes: int | None = None
 
 
 @dataclass

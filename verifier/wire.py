@@ -10,8 +10,11 @@ never travel in a line: they are files in the exchange directory
 Requests (the judge writes them; the candidate process trusts them):
     {"op": "build", "init_seed": int, "params": [[name, file], ...]}
     {"op": "forward", "inputs": [{"tensor": file} | {"value": v}, ...], "into": "fresh"|"last"|"timing",
-     "out": prefix, "during": str}
-    {"op": "time", "seed": int, "reps": int, "warmup": int, "method": "graph"|"events", "out": prefix}
+     "out": prefix, "during": str, "snapshot": "device"|"host", "keep": bool}
+     (snapshot: where the inputs-unchanged check keeps its copy; keep: a fresh call's inputs are kept for a
+     refill into="last" (else dropped once the call is done); both optional, "device" and true by default)
+    {"op": "time", "seed": int, "reps": int, "warmup": int, "method": "graph"|"events", "out": prefix,
+     "spot_checks": int (optional, timing.SPOT_CHECKS by default)}
     {"op": "ping"}
     {"op": "block", "seed": int, "calls": int}
     {"op": "exit"}
@@ -50,7 +53,11 @@ REQUESTS_PIPE = "requests"
 REPLIES_PIPE = "replies"
 REPLAY_REP = 10**6 + 1          # the refresh index of the inputs a captured graph is replayed on, to check it
 # What a candidate process may say went wrong; "ok" and "mismatch" are only ever the judge's to say.
-CANDIDATE_STATUSES = ("compile_error", "runtime_error", "rejected", "not_run", "crashed")
+# HARNESS_STATUS: kgen's own code in that process could not allocate what it needed (inputs, snapshots, files):
+# the process keeps serving so the judge can measure the memory itself, and the judge, not the process, decides
+# whether it is kgen's failure or the candidate's (verifier.judge; a candidate can send this line itself).
+HARNESS_STATUS = "harness_error"
+CANDIDATE_STATUSES = ("compile_error", "runtime_error", "rejected", "not_run", "crashed", HARNESS_STATUS)
 MAX_CHECKSUMS = 4096
 TIMING_FIELDS = {"median_ms": float, "min_ms": float, "mean_ms": float, "p10_ms": float, "p90_ms": float,
                  "reps": int, "sync_ms": (float, None), "host_ms": (float, None), "method": str}
