@@ -37,7 +37,11 @@ job. Then:
 6. exit: the guard and the policy once more, and the phases; then the process ends (os._exit).
 
 Every failure of the candidate becomes a problem in a reply; only a dead process does not, and the judge
-reports that from the sandbox's result.
+reports that from the sandbox's result. A failure of this harness's own allocations (an input set, the
+snapshot, a tensor file: out of memory, disk or file limit) is a "harness_error" problem instead, after which
+the process keeps what it holds and waits for the judge to close: the judge measures before it believes it.
+What the judge's memory plan asks for arrives in the requests: the inputs snapshot on the host, a fresh set
+not kept, fewer spot checks; this process frees its cached device memory after every request.
 """
 
 from __future__ import annotations

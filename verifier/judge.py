@@ -11,7 +11,12 @@ verifier.verify.verify() calls it after the static checks. The judge:
    an init seed drawn for this verification (the candidate's ModelNew is built under the same one);
 2. sends the reference's parameters as tensor files (verifier.tensorfile) for the candidate process to
    copy into its ModelNew;
-3. correctness: for each trial, generates inputs from a seed the candidate process is never sent
+3. memory: once ModelNew is built, measures the budget (the GPU's free memory, or config.memory_budget_bytes) and,
+   from the first trial's inputs, outputs and (GPU) the reference's measured transients, plans how many copies
+   both processes hold at once (verifier.memory_plan: the first trial runs its reference after the candidate's
+   reply, to measure it; later ones beside it unless the plan says otherwise); a task that does not fit at the
+   plan's minimum ends harness_error before any of its checks is charged to the kernel;
+   correctness: for each trial, generates inputs from a seed the candidate process is never sent
    (config.seed + trial, then hidden seeds drawn from the OS), sends them as files, runs the reference
    with TF32 off (its parameters checked unchanged before every call), reads the candidate's outputs
    back (dtype, shape, byte count validated) and compares them (verifier.correctness.compare_outputs).
@@ -32,9 +37,15 @@ first layer's readable reasons: "torch did the work", "mutated input 0"); "ok"
 is decided here, from outputs this module checked itself. A reply that is not
 the protocol (verifier.wire) makes the candidate "crashed"; a process that
 died, hung or hit a limit is reported from the sandbox's own result. kgen's
-own failures (this module raising, the reference failing, the judge running
-out of memory) are "harness_error", never charged to the kernel. Every string
-that came from the candidate process is capped before it reaches the result.
+own failures (this module raising, the reference failing, an allocation of the
+judge's own failing, the task not fitting the memory plan) are "harness_error",
+never charged to the kernel, with the numbers (asked, free, total) where memory
+ran short: unless the candidate's process grew past what the plan leaves it,
+which makes it the kernel's ("rejected"). A "harness_error" the candidate
+process reports (its harness could not allocate) is believed only when the
+judge, measuring while that process still holds its memory, finds memory short
+(blame_said). Every string that came from the candidate process is capped
+before it reaches the result.
 
 NOTE: this module must never import verifier.candidate (tests/verifier/test_judge.py checks it): the
 separation is what makes the verdict independent of what the candidate does in its own process.
@@ -57,6 +68,7 @@ from pathlib import Path
 
 from verifier.records import Task, Timing, VerifyConfig, VerifyResult, TIMING_METHODS
 from verifier.sandbox import Sandbox, SandboxResult, describe_exit
+from verifier.sandbox import _memory_cap_bytes as _sandbox_memory_cap
 from verifier.wire import HARNESS_STATUS, PRESTART_PHASE, REPLAY_REP, JudgeEnd, PeerGone, ProtocolError
 
 CANDIDATE_ARGV = [sys.executable, "-c", "from verifier.candidate import main; main()"]
@@ -435,7 +447,8 @@ class _Session:
             spots = timing.SPOT_CHECKS
         try:
             self.memory = plan_memory(memory, self.device, self.budget, timing=timed, flush_bytes=flush,
-                                      spot_checks=spots, disk_free_bytes=disk_free_bytes(self.process.exchange))
+                                      spot_checks=spots, disk_free_bytes=disk_free_bytes(self.process.exchange),
+                                      host_cap_bytes=_sandbox_memory_cap() or None)
         except MemoryShort as exc:
             raise _HarnessFailure(str(exc)) from None
         self.memory_final = ref_out is not None

@@ -113,7 +113,7 @@ class Budget:
     """What a verification may hold at once on its device, and where the number came from."""
 
     bytes: int
-    source: str                     # "96.0 GiB free of 139.8 GiB on the GPU", "memory_budget_bytes"
+    source: str                     # "96.0 GiB free of 139.8 GiB on the GPU", "--memory-budget 40.0 GiB"
     total_bytes: int | None = None  # the device's size, when known
     free_bytes: int | None = None   # free when measured
 
@@ -130,10 +130,10 @@ def device_budget(device: str, configured: int | None, held_bytes: int = 0) -> B
         measured = free + held_bytes
         source = f"{gib(free)} free of {gib(total)} on the GPU"
         if configured is not None and configured < measured:
-            return Budget(configured, f"memory_budget_bytes {gib(configured)} ({source})", total, free)
+            return Budget(configured, f"--memory-budget {gib(configured)} ({source})", total, free)
         return Budget(measured, source, total, free)
     if configured is not None:
-        return Budget(configured, f"memory_budget_bytes {gib(configured)}")
+        return Budget(configured, f"--memory-budget {gib(configured)}")
     available = host_available_bytes()
     return Budget(available, f"{gib(available)} of host memory available", None, available)
 
@@ -273,11 +273,13 @@ _LEVELS = (
 
 
 def plan_memory(memory: TaskMemory, device: str, budget: Budget, *, timing: bool, flush_bytes: int = 0,
-                spot_checks: int = 3, disk_free_bytes: int | None = None) -> MemoryPlan:
+                spot_checks: int = 3, disk_free_bytes: int | None = None,
+                host_cap_bytes: int | None = None) -> MemoryPlan:
     """The plan with the fewest reductions that fits budget; MemoryShort when the smallest does not.
 
     timing: the GPU timing stages run too. flush_bytes: one L2 flush buffer. spot_checks: the timing's own number
-    of spot-checked calls. disk_free_bytes: free space where the tensor files go (None: not checked)."""
+    of spot-checked calls. disk_free_bytes: free space where the tensor files go (None: not checked).
+    host_cap_bytes: the host memory the candidate's process may hold (its sandbox's cap; None: not checked)."""
     usable = int(budget.bytes * (1 - HEADROOM))
     if device == "cuda":
         usable = min(usable, budget.bytes - MIN_HEADROOM_BYTES)
@@ -296,14 +298,30 @@ def plan_memory(memory: TaskMemory, device: str, budget: Budget, *, timing: bool
     (overlap, on_host, refill, why), peak, phase = chosen
     reductions = list(why)
     checks = spot_checks
+    if host_cap_bytes is not None and device == "cuda":
+        # the candidate's process reads its set into host memory, may keep its snapshot there, writes its outputs
+        host = memory.input_bytes * (2 if on_host else 1) + memory.output_bytes
+        if host > host_cap_bytes * (1 - HEADROOM):
+            raise MemoryShort(
+                f"the candidate's process would hold {gib(host)} of host memory (its input set read from its file"
+                f"{', its inputs snapshot' if on_host else ''} and its outputs written back), more than the "
+                f"{gib(host_cap_bytes)} its sandbox allows it ({budget.source}): run on a host with more memory or "
+                f"free the GPU so that the snapshot can stay there")
+    if disk_free_bytes is not None:
+        usable_disk = int(disk_free_bytes * (1 - HEADROOM))
+        if memory.input_bytes + memory.output_bytes > usable_disk:
+            raise MemoryShort(
+                f"a call's tensor files do not fit on disk: its input set ({gib(memory.input_bytes)}) and outputs "
+                f"({gib(memory.output_bytes)}) go through files where {gib(disk_free_bytes)} is free: free disk "
+                f"space there (TMPDIR)")
     if timing and disk_free_bytes is not None:
         # the spot-checked calls' outputs and the graph replay's lie in the exchange directory together
-        fits = int(disk_free_bytes * (1 - HEADROOM)) // max(memory.output_bytes, 1) - 1
+        fits = usable_disk // max(memory.output_bytes, 1) - 1
         if fits < SPOT_CHECKS_MIN:
             raise MemoryShort(
                 f"the timed calls' outputs do not fit on disk: {SPOT_CHECKS_MIN + 1} output copies of "
                 f"{gib(memory.output_bytes)} are needed where the tensor files go, {gib(disk_free_bytes)} is free: "
-                f"free disk space there (TMPDIR), or verify with --no-timing")
+                f"free disk space there (TMPDIR)")
         if fits < spot_checks:
             checks = fits
             reductions.append(f"{checks} spot-checked timed call(s) instead of {spot_checks} (their outputs go "
@@ -319,7 +337,8 @@ def _short_text(m: TaskMemory, budget: Budget, usable: int, peak: int, phase: st
     where = "GPU" if device == "cuda" else "host"
     todo = ("free the GPU (other processes hold part of it: nvidia-smi), run on a GPU with more memory, or give "
             "the task smaller shapes" if device == "cuda" else
-            "raise memory_budget_bytes, free host memory, or check on smaller shapes (--small-shapes)")
+            "raise --memory-budget (VerifyConfig.memory_budget_bytes), free host memory, or check on smaller "
+            "shapes (--small-shapes)")
     return (f"not enough memory to verify this task: the smallest plan holds {gib(peak)} at once on the {where} "
             f"({phase}; one input set {gib(m.input_bytes)}, outputs {gib(m.output_bytes)}, parameters "
             f"{gib(m.param_bytes)}, the reference's transients {gib(m.reference_extra_bytes)}"
@@ -377,9 +396,9 @@ def oom_text(exc: BaseException, device: str, what: str) -> str:
         f"asked {gib(asked)}" if asked is not None else "",
         f"free {gib(free)}" if free is not None else "",
         f"total {gib(total)}" if total is not None else "") if part)
-    todo = ("free the GPU (nvidia-smi shows who holds it) or set a smaller memory_budget_bytes so that kgen plans "
+    todo = ("free the GPU (nvidia-smi shows who holds it) or set a smaller --memory-budget so that kgen plans "
             "fewer copies" if device == "cuda" else
-            "free host memory, set a smaller memory_budget_bytes, or check on smaller shapes (--small-shapes)")
+            "free host memory, set a smaller --memory-budget, or check on smaller shapes (--small-shapes)")
     return f"kgen ran out of {where} memory while {what} ({numbers or 'no numbers'}): {todo}"
 
 

@@ -202,7 +202,7 @@ def test_the_same_task_with_room_reduces_nothing(tmp_path):
 def test_a_task_whose_one_input_set_exceeds_the_budget_is_a_harness_error_with_numbers(tmp_path):
     result = verify(_task(tmp_path, RELU_TASK), RELU_KERNEL, _cpu(RELU_SET_BYTES))
     assert result.status == "harness_error", (result.status, result.reason)
-    assert "one input set 0.3 MiB" in result.reason and "memory_budget_bytes" in result.reason
+    assert "one input set 0.3 MiB" in result.reason and "--memory-budget" in result.reason
     assert not result.ran   # nothing of the candidate's was run, nothing charged to it
 
 
