@@ -53,7 +53,7 @@ import sys
 import time
 import traceback
 
-from verifier.wire import HARNESS_STATUS, PRESTART_PHASE, REPLAY_REP  # noqa: F401 - PRESTART_PHASE is part of this module's API
+from verifier.wire import HARNESS_STATUS, PRESTART_PHASE, REPLAY_REP  # noqa: F401 - PRESTART_PHASE: this module's API
 
 REASON_CHARS = 300
 FEEDBACK_CHARS = 2000
@@ -523,7 +523,8 @@ def _clone(xs, device: str | None = None):
     import torch
 
     if device is not None:
-        return [torch._C.TensorBase.to(x, device) if type(x) is torch.Tensor else x for x in xs]
+        # NOTE: copy=True: a tensor already on that device would otherwise come back as itself, no snapshot at all
+        return [torch._C.TensorBase.to(x, device, copy=True) if type(x) is torch.Tensor else x for x in xs]
     return [torch._C.TensorBase.clone(x) if type(x) is torch.Tensor else x for x in xs]
 
 

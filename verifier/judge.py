@@ -931,11 +931,16 @@ def judge(task: Task, source: str, config: VerifyConfig, process: CandidateProce
             result.flags.append(f"output capped: {res.stdout_dropped + res.stderr_dropped} bytes dropped")
     if status == "ok" and s.timing is not None:
         result.timing, result.timing_repeat, result.baselines = s.timing, s.timing_repeat, dict(s.baselines)
+    stages = {**s.candidate_phases, **s.phases}
     if device == "cuda":
         import torch
 
         result.device = torch.cuda.get_device_name()
-    return result, {**s.candidate_phases, **s.phases}
+        # the session's reference, parameters and buffers go, and the cache they leave goes back to the device:
+        # the next verification's baselines and candidate process allocate on the same GPU
+        del s
+        torch.cuda.empty_cache()
+    return result, stages
 
 
 def _tail(text: str, limit: int = FEEDBACK_CHARS) -> str:

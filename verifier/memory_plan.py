@@ -166,7 +166,8 @@ class Phase:
                 + self.transients * m.reference_extra_bytes + self.params * m.param_bytes + self.flush * flush_bytes)
 
 
-def phases(overlap: bool, snapshot_on_host: bool, timing: bool, device: str, refill_hidden: bool = False) -> list[Phase]:
+def phases(overlap: bool, snapshot_on_host: bool, timing: bool, device: str,
+           refill_hidden: bool = False) -> list[Phase]:
     """The moments of one verification, each with what both processes hold then (verifier.judge, verifier.candidate).
 
     The judge's call holds its input set, the reference's outputs and transients and the candidate's outputs read

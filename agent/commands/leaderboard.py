@@ -201,7 +201,8 @@ def run(args) -> int:
     if runner.interrupted:
         print(f"interrupted; continue with the same command and --name {name}", file=sys.stderr)
         return 130
-    unrun = [r.task for r in board.rows if r.status in (ERROR, HARNESS_ERROR, INTERRUPTED, MISSING, PENDING, TASK_ERROR)]
+    unrun = [r.task for r in board.rows
+             if r.status in (ERROR, HARNESS_ERROR, INTERRUPTED, MISSING, PENDING, TASK_ERROR)]
     return 1 if unrun else 0
 
 

@@ -1,4 +1,5 @@
-"""A board's harness_error rows: kgen's own failure on a task is no failed kernel, on the row, in fast_p, in the summary.
+"""A board's harness_error rows: kgen's own failure on a task is no failed kernel, on its row, in fast_p, in the
+summary.
 
     .venv/bin/python -m pytest tests/agent/test_board_records.py -q      # CPU (~20 s here)
 

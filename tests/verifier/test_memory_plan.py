@@ -180,6 +180,17 @@ def test_the_candidate_process_names_its_harness_failures_and_only_those():
     assert _harness_short(ValueError("a bug"), "cpu", "forward") is None
 
 
+def test_a_snapshot_kept_on_the_host_is_a_copy_and_still_catches_a_mutated_input():
+    from verifier.candidate import Verdict, _check_inputs_unchanged, _clone
+
+    x = torch.randn(7, 5)
+    snapshot = _clone([x], "cpu")
+    assert snapshot[0].data_ptr() != x.data_ptr()
+    x[3, 1] += 1.0
+    with pytest.raises(Verdict, match="mutated input 0"):
+        _check_inputs_unchanged([x], snapshot)
+
+
 # ---- end to end on the CPU
 
 
