@@ -152,7 +152,10 @@ def host_available_bytes() -> int:
 
 @dataclass(frozen=True)
 class Phase:
-    """What is alive at one moment of a verification: copies of an input set, of the outputs, and so on."""
+    """What is alive at one moment of a verification: copies of an input set, of the outputs, and so on.
+
+    The counts are both processes' together; `candidate` is the candidate process's part of them (inputs,
+    outputs, transients, flush buffers), beyond its ModelNew."""
 
     name: str
     inputs: int             # input-set copies
@@ -160,10 +163,15 @@ class Phase:
     transients: int         # reference-sized transients (the reference's own, the candidate's allowance, a graph pool)
     params: int             # parameter copies (the reference, its snapshot, the candidate's)
     flush: int = 0          # L2 flush buffers
+    candidate: tuple[int, int, int, int] = (0, 0, 0, 0)
 
     def bytes(self, m: TaskMemory, flush_bytes: int) -> int:
         return (self.inputs * m.input_bytes + self.outputs * m.output_bytes
                 + self.transients * m.reference_extra_bytes + self.params * m.param_bytes + self.flush * flush_bytes)
+
+    def candidate_bytes(self, m: TaskMemory, flush_bytes: int) -> int:
+        i, o, r, f = self.candidate
+        return i * m.input_bytes + o * m.output_bytes + r * m.reference_extra_bytes + f * flush_bytes
 
 
 def phases(overlap: bool, snapshot_on_host: bool, timing: bool, device: str,
@@ -171,37 +179,40 @@ def phases(overlap: bool, snapshot_on_host: bool, timing: bool, device: str,
     """The moments of one verification, each with what both processes hold then (verifier.judge, verifier.candidate).
 
     The judge's call holds its input set, the reference's outputs and transients and the candidate's outputs read
-    back; the candidate's call its input set, its snapshot (unless on the host), its outputs and transients."""
+    back; the candidate's call the set it computes on, its snapshot (unless on the host), its outputs and
+    transients, beside what it keeps from timing (its buffers, the captured graph's output and pool)."""
     snap = 0 if (snapshot_on_host and device == "cuda") else 1
     # on a CPU the last trial's set stays in the candidate process for the hidden refill (into="last")
-    kept = 1 if device == "cpu" else 0
+    kept = (1, 0, 0) if device == "cpu" else (0, 0, 0)
     judge_call = (1, 2, 1)                  # inputs, outputs (its own, the candidate's read back), transients
-    cand_call = (1 + snap, 1, 1)
+    cand_call = (1 + snap, 1, 1)            # the set it computes on, its snapshot; its outputs; its transients
 
-    def together(name, a, b, params=3, flush=0):
-        return Phase(name, a[0] + b[0], a[1] + b[1], a[2] + b[2], params, flush)
+    def add(*parts):
+        return tuple(sum(p[k] for p in parts) for k in range(3))
 
-    def call(name, cand_held=(0, 0, 0)):
-        cand = tuple(x + y for x, y in zip(cand_call, cand_held))
+    def together(name, judge, cand, flush=0):
+        i, o, r = add(judge, cand)
+        return Phase(name, i, o, r, 3, flush, (*cand, flush))
+
+    def call(name, during=(0, 0, 0), after=(0, 0, 0)):
+        """A checked call: during, what the candidate holds beside its call; after, what it keeps once it replied."""
+        cand = add(cand_call, during)
         if overlap:
             return [together(name, judge_call, cand)]
         # the judge waits for the reply with its set; then runs the reference beside what the candidate keeps
         return [together(name + " (the candidate's call)", (1, 0, 0), cand),
-                together(name + " (the reference's call)", judge_call, tuple(x + kept * (i == 0)
-                                                                              for i, x in enumerate(cand_held)))]
+                together(name + " (the reference's call)", judge_call, add(after, kept))]
 
     out = call("a correctness trial")
     if not timing:
         return out
-    timed_held = (1, 1, 1)      # the timing buffers, the captured graph's output and pool, kept until the end
-    out += [
-        Phase("the candidate's timing loop", 2, 1, 1, 3, flush=1),      # its buffers, a fresh set, output, pool
-        together("checking the spot-checked calls", judge_call, timed_held),
-    ]
-    # the re-check after timing refills the timing buffers (the candidate's set is those), a hidden one is fresh
-    refill = call("the re-check after timing", cand_held=(-1, 1, 1))
-    out += refill + call("a hidden re-check", cand_held=(-1, 1, 1) if refill_hidden else timed_held)
-    out += [Phase("the judge's block", 2, 1, 1, 3),        # buffers and one block set, output, pool (the candidate's)
+    timed = (1, 1, 1)           # the timing buffers, the captured graph's output and pool, kept until the end
+    refilled = (0, 1, 1)        # a refill computes on the timing buffers themselves: no other set on the device
+    out += [together("the candidate's timing loop", (0, 0, 0), (2, 1, 1), flush=1),   # buffers and a fresh set
+            together("checking the spot-checked calls", judge_call, timed)]
+    out += call("the re-check after timing", during=refilled, after=timed)
+    out += call("a hidden re-check", during=refilled if refill_hidden else timed, after=timed)
+    out += [together("the judge's block", (0, 0, 0), (2, 1, 1)),     # its buffers and one block set (the candidate's)
             Phase("the judge alone: the block's check and eager", 2, 1, 2, 2, flush=1)]
     return out
 
@@ -215,6 +226,9 @@ class MemoryPlan:
     overlap: bool                   # the judge's reference runs while the candidate computes
     snapshot_on_host: bool          # the candidate's inputs-unchanged snapshot in host memory (GPU)
     refill_hidden: bool             # the hidden re-checks after timing refill the timing buffers (GPU)
+    device: str                     # "cuda" or "cpu"
+    timing: bool                    # the GPU timing stages are planned for
+    flush_bytes: int                # one L2 flush buffer
     spot_checks: int                # timed calls whose outputs come back (besides the graph replay's)
     peak_bytes: int                 # the plan's peak on the device
     peak_phase: str                 # when
@@ -231,10 +245,12 @@ class MemoryPlan:
 
     @property
     def candidate_share_bytes(self) -> int:
-        """What the plan lets the candidate process add beyond its parameters: the budget less the judge's peak."""
+        """What the plan lets the candidate's process hold beyond its ModelNew at any moment: its largest part of
+        any phase (inputs, snapshot, outputs, timing buffers and graph, and an allowance of the reference's
+        transients for its own kernels' workspace). A process that grew past it took memory the plan gave kgen."""
         m = self.memory
-        judge = m.input_bytes + 2 * m.output_bytes + m.reference_extra_bytes + 3 * m.param_bytes
-        return max(0, int(self.budget.bytes * (1 - HEADROOM)) - judge)
+        return max(p.candidate_bytes(m, self.flush_bytes) for p in
+                   phases(self.overlap, self.snapshot_on_host, self.timing, self.device, self.refill_hidden))
 
     def note(self) -> str:
         """The verdict's line when the plan reduced anything, else ""."""
@@ -328,7 +344,7 @@ def plan_memory(memory: TaskMemory, device: str, budget: Budget, *, timing: bool
             reductions.append(f"{checks} spot-checked timed call(s) instead of {spot_checks} (their outputs go "
                               f"through the disk together: {gib(disk_free_bytes)} free)")
     return MemoryPlan(memory=memory, budget=budget, overlap=overlap, snapshot_on_host=on_host,
-                      refill_hidden=refill, spot_checks=checks,
+                      refill_hidden=refill, device=device, timing=timing, flush_bytes=flush_bytes, spot_checks=checks,
                       peak_bytes=peak, peak_phase=phase.name, input_copies=phase.inputs,
                       default_peak_bytes=default_peak, default_input_copies=default_phase.inputs,
                       default_spot_checks=spot_checks, disk_free_bytes=disk_free_bytes, reductions=tuple(reductions))

@@ -294,3 +294,28 @@ def test_a_task_that_cannot_fit_the_gpu_is_a_harness_error_before_the_kernel_run
                     VerifyConfig(device="cuda", timeout_s=600, baselines=False))
     assert result.status == "harness_error", (result.status, result.reason)
     assert "free of" in result.reason and not result.ran
+
+
+# once its first call's output is made, takes all but 64 MiB of the GPU and keeps it: the allocations that follow fail
+HOARDING_KERNEL = RELU_KERNEL.replace("class ModelNew(nn.Module):", """_KEPT = []
+
+
+class ModelNew(nn.Module):""").replace("        return out\n", """        if not _KEPT:
+            free, _ = torch.cuda.mem_get_info()
+            _KEPT.append(torch.empty(free - (64 << 20), dtype=torch.uint8, device=x.device))
+        return out
+""")
+
+
+@pytest.mark.gpu
+def test_a_kernel_that_hoards_the_gpu_is_charged_with_what_then_runs_out(tmp_path):
+    # whichever allocation fails next (the judge's reference, the candidate process's harness, or the kernel's
+    # own output), the verdict is the kernel's: the process grew past what the plan leaves it. Never harness_error,
+    # which a board would leave out of fast_p.
+    if not torch.cuda.is_available():
+        pytest.skip("no GPU")
+    text = RELU_TASK.replace("batch_size = 16", "batch_size = 256").replace("dim = 4099", "dim = 1048576")
+    result = verify(_task(tmp_path, text), HOARDING_KERNEL,
+                    VerifyConfig(device="cuda", timeout_s=600, baselines=False))
+    assert result.status in ("rejected", "runtime_error"), (result.status, result.reason)
+    assert result.status != "rejected" or "the memory plan leaves it" in result.reason
