@@ -78,10 +78,13 @@ FLAG_CHARS = 300
 MAX_FLAGS_FROM_CANDIDATE = 10
 PINGS = 5               # round trips measured before a block; the fastest is subtracted
 GRACE_S = 10.0          # past the sandbox's own limit, the judge stops waiting for a reply
-# What may appear on the device beside a verification without being the candidate's: a pre-started next candidate
-# process's CUDA context (about 0.5 GiB on an H200), allocator rounding.
+# What may grow beside a verification without being hoarded by the candidate: a pre-started next candidate process's
+# CUDA context (about 0.5 GiB on an H200), cuBLAS workspaces and lazily loaded modules, on a CPU the libraries a
+# first call imports; the larger of the two below. And the candidate's share of the plan, times SHARE_SLACK: its
+# kernels' workspace is only estimated (as much as the reference's transients).
 CONTEXT_SLACK_BYTES = 768 << 20
-SHARE_SLACK = 1.25      # the candidate's share of the plan, times this: its kernels' workspace is only estimated
+CONTEXT_SLACK_SHARE = 0.1   # of the budget
+SHARE_SLACK = 1.25
 SMALL_SHAPES_FLAG = ("checked on the CPU under the Triton interpreter, on the task's small inputs "
                      "(get_small_inputs()) only: its real shapes were not run, and nothing was timed")
 
@@ -468,7 +471,8 @@ class _Session:
         share = self.memory.candidate_share_bytes if self.memory is not None else None
         if now is not None and self.outside0 is not None and share is not None:
             grown = now - self.outside0
-            if grown > share * SHARE_SLACK + CONTEXT_SLACK_BYTES:
+            slack = max(CONTEXT_SLACK_BYTES, CONTEXT_SLACK_SHARE * self.memory.budget.bytes)
+            if grown > share * SHARE_SLACK + slack:
                 return "rejected", (f"the candidate's process took {gib(grown)} of memory beyond its ModelNew, more "
                                     f"than the {gib(share)} the memory plan leaves it, and then {text}")
         return "harness_error", f"kgen's own failure, not the kernel's: {text}"

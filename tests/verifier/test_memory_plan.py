@@ -255,6 +255,30 @@ def test_a_harness_error_the_judge_can_confirm_is_kgens(tmp_path, monkeypatch):
     assert "in the candidate's process" in result.reason
 
 
+# holds 1.5 GiB of host memory (touched: resident) from its first call on, beyond anything the plan gives it
+HOST_HOARDING_KERNEL = RELU_KERNEL.replace("class ModelNew(nn.Module):", """_KEPT = []
+
+
+class ModelNew(nn.Module):""").replace("        return out\n", """        if not _KEPT:
+            _KEPT.append(torch.ones(3 << 29, dtype=torch.uint8))
+        return out
+""")
+
+
+def test_a_process_that_grew_past_its_share_is_charged_with_the_judges_out_of_memory(tmp_path):
+    # the judge's reference fails to allocate (for real) while the candidate's process holds 1.5 GiB it was never
+    # planned: the judge cannot tell its own failure from one the candidate caused, so the grown process pays
+    result = verify(_task(tmp_path, HOG_REFERENCE_TASK), HOST_HOARDING_KERNEL, _cpu(64 * MiB))
+    assert result.status == "rejected", (result.status, result.reason)
+    assert "the memory plan leaves it" in result.reason and "ran out of host memory" in result.reason
+
+
+def test_the_candidates_share_covers_its_own_phases_and_not_the_judges():
+    m = TaskMemory(1 * GiB, 1 * GiB, 0, 0, True)
+    plan = plan_memory(m, "cuda", Budget(139 * GiB, "139 GiB free"), timing=True, flush_bytes=120 * MiB)
+    assert 2 * GiB + GiB + 120 * MiB <= plan.candidate_share_bytes < plan.peak_bytes
+
+
 # ---- the GPU's own free memory
 
 
