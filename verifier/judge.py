@@ -596,9 +596,10 @@ class _Session:
         plan = self.memory
         spec = self.write_inputs(xs)
         prefix = self._path(f"out-{self.requests}")
-        # keep: only a CPU check refills the last trial's tensors (hidden_refill); on a GPU they would take memory
+        # keep: only an untimed check refills the last trial's tensors (hidden_refill); timed, they would take memory
+        timed = self.device == "cuda" and self.config.time_it
         self.send("forward", during, inputs=spec, into=into, out=prefix, during=during,
-                  snapshot="host" if plan.snapshot_on_host else "device", keep=self.device == "cpu")
+                  snapshot="host" if plan.snapshot_on_host else "device", keep=not timed)
         sequential = not (plan.overlap and self.memory_final)
         reply = self.receive("forward") if sequential else None
         ref_out = self.reference(xs, measure=not self.memory_final)

@@ -182,8 +182,8 @@ def phases(overlap: bool, snapshot_on_host: bool, timing: bool, device: str,
     back; the candidate's call the set it computes on, its snapshot (unless on the host), its outputs and
     transients, beside what it keeps from timing (its buffers, the captured graph's output and pool)."""
     snap = 0 if (snapshot_on_host and device == "cuda") else 1
-    # on a CPU the last trial's set stays in the candidate process for the hidden refill (into="last")
-    kept = (1, 0, 0) if device == "cpu" else (0, 0, 0)
+    # untimed (a CPU check), the last trial's set stays in the candidate process for the hidden refill (into="last")
+    kept = (0, 0, 0) if timing else (1, 0, 0)
     judge_call = (1, 2, 1)                  # inputs, outputs (its own, the candidate's read back), transients
     cand_call = (1 + snap, 1, 1)            # the set it computes on, its snapshot; its outputs; its transients
 
