@@ -50,7 +50,8 @@ What this module does not see: a candidate's own workspace beyond what the
 reference's transients take (the plan allows it that much, REFERENCE_ALLOWANCE),
 and another process that starts allocating on the same GPU after the plan.
 
-    python -m verifier.memory_plan INPUT_GIB OUTPUT_GIB [FREE_GIB]    # the plan for those sizes, on a GPU
+    python -m verifier.memory_plan TASK.py [FREE_GIB]                 # a task's plan on a GPU (139 GiB free by default)
+    python -m verifier.memory_plan INPUT_GIB OUTPUT_GIB [FREE_GIB]    # the plan for those sizes
 """
 
 from __future__ import annotations
@@ -426,20 +427,46 @@ def disk_free_bytes(path) -> int | None:
         return None
 
 
+def task_memory_on_meta(path) -> TaskMemory:
+    """A task file's footprint counted on torch's meta device (nothing allocated): its get_inputs(), the reference's
+    outputs on them and its parameters; the transients estimated (the plan's own measure needs the real call)."""
+    import torch
+
+    from verifier.devices import on_device
+    from verifier.task import import_task_module
+
+    module = import_task_module(path, f"kgen_memory_{abs(hash(str(path)))}")
+    with torch.device("meta"), on_device("meta"):
+        model = module.Model(*module.get_init_inputs())
+        xs = list(module.get_inputs())
+        with torch.no_grad():
+            out = model(*xs)
+    return TaskMemory.of(xs, out, model)
+
+
 def main(argv: list[str]) -> int:
-    if len(argv) not in (2, 3):
-        print(__doc__.strip().splitlines()[-1].strip())
+    usage = "python -m verifier.memory_plan TASK.py|INPUT_GIB OUTPUT_GIB [FREE_GIB]"
+    numbers = [a for a in argv if a.replace(".", "", 1).isdigit()]
+    files = [a for a in argv if a not in numbers]
+    if len(files) > 1 or (files and len(numbers) > 1) or (not files and len(numbers) not in (2, 3)):
+        print(f"usage: {usage}", file=sys.stderr)
         return 2
-    i, o = (int(float(a) * GiB) for a in argv[:2])
-    free = int(float(argv[2]) * GiB) if len(argv) == 3 else int(139 * GiB)
-    memory = TaskMemory(i, o, 0, max(i, o))
+    if files:
+        memory = task_memory_on_meta(os.path.abspath(files[0]))
+        free = int(float(numbers[0]) * GiB) if numbers else int(139 * GiB)
+    else:
+        i, o = (int(float(a) * GiB) for a in numbers[:2])
+        memory = TaskMemory(i, o, 0, max(i, o))
+        free = int(float(numbers[2]) * GiB) if len(numbers) == 3 else int(139 * GiB)
     try:
         plan = plan_memory(memory, "cuda", Budget(free, f"{gib(free)} free (given)"), timing=True,
                            flush_bytes=120 << 20)
     except MemoryShort as exc:
         print(exc)
         return 1
-    print(plan.note() or f"memory: nothing reduced: peak {gib(plan.peak_bytes)} ({plan.peak_phase})")
+    print(plan.note() or f"memory: nothing reduced: peak {gib(plan.peak_bytes)} ({plan.peak_phase}; one input set "
+                         f"{gib(memory.input_bytes)}, outputs {gib(memory.output_bytes)}, the reference's transients "
+                         f"{gib(memory.reference_extra_bytes)} (estimated))")
     return 0
 
 

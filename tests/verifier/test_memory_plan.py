@@ -153,6 +153,14 @@ def test_every_plan_keeps_a_fresh_set_besides_the_trials():
         assert any(n.startswith("a hidden re-check") for n in names)
 
 
+def test_a_task_files_footprint_is_counted_on_meta_without_allocating(tmp_path):
+    big = RELU_TASK.replace("batch_size = 16", "batch_size = 4096").replace("dim = 4099", "dim = 393216")
+    path = tmp_path / "relu_big.py"
+    path.write_text(big)
+    m = memory_plan.task_memory_on_meta(str(path))    # 6 GiB a set: on the meta device, nothing is allocated
+    assert m.input_bytes == m.output_bytes == 4096 * 393216 * 4 and not m.reference_measured
+
+
 # ---- out-of-memory errors, recognised from real ones
 
 
