@@ -46,12 +46,17 @@ hold (capped by VerifyConfig.memory_budget_bytes when set); on a CPU,
 memory_budget_bytes, or else the host's available memory. HEADROOM of it is
 left for the allocators' rounding and the CUDA contexts' growth.
 
-What this module does not see: a candidate's own workspace beyond what the
-reference's transients take (the plan allows it that much, REFERENCE_ALLOWANCE),
-and another process that starts allocating on the same GPU after the plan.
+The judge (verifier.judge) plans twice: before the first trial from its input
+set alone, and after the first reference call, which runs once the
+candidate's reply came and is measured (torch.cuda.max_memory_allocated), from
+the real outputs and transients. The note is the second plan's.
 
-    python -m verifier.memory_plan TASK.py [FREE_GIB]                 # a task's plan on a GPU (139 GiB free by default)
-    python -m verifier.memory_plan INPUT_GIB OUTPUT_GIB [FREE_GIB]    # the plan for those sizes
+What this module does not see: a candidate's own workspace beyond what the
+reference's transients take (the plan allows it as much), and another process
+that starts allocating on the same GPU after the plan.
+
+    python -m verifier.memory_plan TASK.py [FREE_GIB]               # a task's plan on a GPU (139 GiB free by default)
+    python -m verifier.memory_plan INPUT_GIB OUTPUT_GIB [FREE_GIB]  # the plan for those sizes
 """
 
 from __future__ import annotations
@@ -65,7 +70,6 @@ from dataclasses import dataclass, field
 GiB = float(1 << 30)
 HEADROOM = 0.05                 # of the budget, kept free: allocator rounding, contexts, cuBLAS workspaces
 SPOT_CHECKS_MIN = 1             # timed calls whose outputs are checked, at least (besides the graph replay's)
-REFERENCE_ALLOWANCE = 1.0       # the candidate's own transients are planned as this share of the reference's
 MIN_HEADROOM_BYTES = 256 << 20  # on a GPU budget: at least this much left free
 
 
