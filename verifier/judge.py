@@ -439,7 +439,7 @@ class _Session:
 
         timed = self.device == "cuda" and self.config.time_it
         if ref_out is None:
-            memory, timed = TaskMemory(tensor_bytes(xs), 0, self._param_bytes(), 0), False
+            memory, timed = TaskMemory(tensor_bytes(xs), 0, self._param_bytes(), 0, called=False), False
         else:
             memory = TaskMemory.of(xs, ref_out, self.ref, self.ref_peak)
         flush = spots = 0

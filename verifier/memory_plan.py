@@ -89,6 +89,15 @@ class TaskMemory:
     param_bytes: int                # the reference's parameters and buffers
     reference_extra_bytes: int      # the reference's transients beyond its inputs, outputs and parameters
     reference_measured: bool = False    # False: reference_extra_bytes is an estimate (max of inputs and outputs)
+    called: bool = True                 # False: before the first call, outputs and transients not known (0 here)
+
+    def describe(self) -> str:
+        """"one input set 16.0 GiB, outputs 16.0 GiB, parameters 0.0 MiB, the reference's transients 0.0 MiB"."""
+        text = f"one input set {gib(self.input_bytes)}, "
+        if not self.called:
+            return text + f"parameters {gib(self.param_bytes)}; outputs and transients uncounted before the first call"
+        return (text + f"outputs {gib(self.output_bytes)}, parameters {gib(self.param_bytes)}, the reference's "
+                f"transients {gib(self.reference_extra_bytes)}{'' if self.reference_measured else ' (estimated)'}")
 
     @classmethod
     def of(cls, inputs, outputs, model, reference_peak_bytes: int | None = None) -> "TaskMemory":
@@ -265,10 +274,7 @@ class MemoryPlan:
         copies = (f"at most {self.input_copies} input-set copies at once instead of {self.default_input_copies}"
                   if self.input_copies < self.default_input_copies else f"{gib(self.peak_bytes)} at most at once "
                   f"instead of {gib(self.default_peak_bytes)}")
-        return (f"memory: {copies} (one input set {gib(m.input_bytes)}, outputs {gib(m.output_bytes)}, the "
-                f"reference's transients {gib(m.reference_extra_bytes)}"
-                f"{'' if m.reference_measured else ' (estimated)'}; {self.budget.source}): "
-                + "; ".join(self.reductions))
+        return f"memory: {copies} ({m.describe()}; {self.budget.source}): " + "; ".join(self.reductions)
 
 
 class MemoryShort(Exception):
@@ -362,10 +368,7 @@ def _short_text(m: TaskMemory, budget: Budget, usable: int, peak: int, phase: st
             "raise --memory-budget (VerifyConfig.memory_budget_bytes), free host memory, or check on smaller "
             "shapes (--small-shapes)")
     return (f"not enough memory to verify this task: the smallest plan holds {gib(peak)} at once on the {where} "
-            f"({phase}; one input set {gib(m.input_bytes)}, outputs {gib(m.output_bytes)}, parameters "
-            f"{gib(m.param_bytes)}, the reference's transients {gib(m.reference_extra_bytes)}"
-            f"{'' if m.reference_measured else ' (estimated)'}), {gib(usable)} of it may be used ({budget.source}): "
-            f"{todo}")
+            f"({phase}; {m.describe()}), {gib(usable)} of it may be used ({budget.source}): {todo}")
 
 
 # ----------------------------------------------------------------------------------------------
