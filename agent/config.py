@@ -57,6 +57,7 @@ class OptimizeConfig:
     timing: str = "graph"               # --timing: "graph" (the device's time), "events" (the host's cost included) or "kernelbench"
     results_dir: str = field(default_factory=_results_default)   # --results: root of the results store
     small_shapes: dict[str, Any] | None = field(default=None, hash=False)   # --small-shapes: size constants for a CPU check
+    memory_budget_gib: float | None = None  # --memory-budget: GiB one verification may hold at once (None: what is free)
 
     def __post_init__(self) -> None:
         # NOTE: these are kgen's own misuse, so they raise; the message names the flag.
@@ -89,8 +90,9 @@ class OptimizeConfig:
         """How the verifier checks this run's candidates on `device` ("cuda" or "cpu"); the baselines are
         cached under `results_root` (default: results_dir), the store the run lives in."""
         root = Path(self.results_dir if results_root is None else results_root)
+        budget = None if self.memory_budget_gib is None else int(self.memory_budget_gib * 2**30)
         return VerifyConfig(device=device, timeout_s=self.verify_timeout_s, cache_dir=root / "baselines",
-                            timing=self.timing)
+                            timing=self.timing, memory_budget_bytes=budget)
 
     def proposer_name(self, env: Mapping[str, str] | None = None) -> str:
         """The proposer this config selects: "auto" is openai when an endpoint or key is configured."""

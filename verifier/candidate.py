@@ -38,7 +38,11 @@ job. Then:
 6. exit: the guard and the policy once more, and the phases; then the process ends (os._exit).
 
 Every failure of the candidate becomes a problem in a reply; only a dead process does not, and the judge
-reports that from the sandbox's result.
+reports that from the sandbox's result. A failure of this harness's own allocations (an input set, the
+snapshot, a tensor file: out of memory, disk or file limit) is a "harness_error" problem instead, after which
+the process keeps what it holds and waits for the judge to close: the judge measures before it believes it.
+What the judge's memory plan asks for arrives in the requests: the inputs snapshot on the host, a fresh set
+not kept, fewer spot checks; this process frees its cached device memory after every request.
 """
 
 from __future__ import annotations
@@ -50,7 +54,7 @@ import sys
 import time
 import traceback
 
-from verifier.wire import PRESTART_PHASE, REPLAY_REP  # noqa: F401 - PRESTART_PHASE is part of this module's API
+from verifier.wire import HARNESS_STATUS, PRESTART_PHASE, REPLAY_REP  # noqa: F401 - PRESTART_PHASE: this module's API
 
 REASON_CHARS = 300
 FEEDBACK_CHARS = 2000
@@ -191,6 +195,8 @@ def _serve(job: dict, wire) -> None:
     _mark("start and import torch" if PRESTART_PHASE not in _PHASES else "set-up once the job came")
     _reseed_from_entropy()
     _GUARD = integrity.Guard.capture()
+    # NOTE: bound before any candidate code runs, as verifier.timing binds its own
+    release = torch.cuda.empty_cache if job["device"] == "cuda" else (lambda: None)
     state = _State(job)
     handlers = {"build": state.build, "forward": state.forward, "time": state.time, "ping": lambda r: {},
                 "block": state.block, "exit": state.exit}
@@ -206,9 +212,34 @@ def _serve(job: dict, wire) -> None:
             reply = {"reply": op, "problem": _problem(v.status, v.reason, v.feedback)}
             if op == "build":
                 reply["phases"] = _phase_pairs()
+        except BaseException as exc:  # noqa: BLE001 - candidate code's exceptions are Verdicts by now: this is ours
+            short = _harness_short(exc, job["device"], op)
+            if short is None:
+                raise
+            _GUARD.restore()
+            reply = {"reply": op, "problem": _problem(HARNESS_STATUS, short, _tail(traceback.format_exc()))}
+        if reply["problem"] is None or reply["problem"]["status"] != HARNESS_STATUS:
+            # what this process freed goes back to the device: the judge allocates on the same GPU meanwhile
+            # (after a harness_error it stays held: the judge measures what was short)
+            release()
         wire.send(reply)
-        if op == "exit" or reply["problem"] is not None:
+        if op == "exit" or reply["problem"] is not None and reply["problem"]["status"] != HARNESS_STATUS:
             return
+        # after a harness_error the process waits, its memory held, until the judge has measured and closes
+
+
+def _harness_short(exc: BaseException, device: str, op: str) -> str | None:
+    """The reason line when the harness's own allocation or file write failed (out of memory, disk, file limit)."""
+    import errno
+
+    from verifier.memory_plan import is_out_of_memory, oom_text
+
+    if isinstance(exc, OSError) and exc.errno in (errno.EFBIG, errno.ENOSPC):
+        return f"kgen's harness in the candidate's process could not write a tensor file while serving {op!r}: " \
+               f"{_text(exc)[:200]}"
+    if is_out_of_memory(exc):
+        return oom_text(exc, device, f"serving {op!r} in the candidate's process")
+    return None
 
 
 def _phase_pairs() -> list:
@@ -327,19 +358,26 @@ class _State:
 
         from verifier import tensorfile
 
+        into = request["into"]
+        if into == "fresh":
+            self.last_inputs = None   # replaced by this call's: freed before its set arrives, not after
+        target = {"last": self.last_inputs, "timing": self.timing_buffers}.get(into)
         spec, sums = request["inputs"], []
         if isinstance(spec, dict):   # made here from the judge's seed: no tensor travels (verifier.wire)
             from verifier import timing
             from verifier.inputs import input_fn, make_inputs
 
+            # NOTE: made on the device, so a refill holds one more set for a moment (verifier.memory_plan)
             given = make_inputs(input_fn(self.task_mod, self.device), spec["seed"], self.device)
             weights = timing.checksum_weights(spec["seed"], self.device)
             sums = [float(timing.weighted_checksum(x, weights)) for x in given if type(x) is torch.Tensor]
+            del weights
         else:
-            given = [tensorfile.read(a["tensor"], max_bytes=1 << 40).to(self.device) if "tensor" in a
-                     else a["value"] for a in spec]
-        into = request["into"]
-        target = {"last": self.last_inputs, "timing": self.timing_buffers}.get(into)
+            # a set refilled into buffers is copied from the host: no second copy of it on the device
+            given = [tensorfile.read(a["tensor"], max_bytes=1 << 40) if "tensor" in a else a["value"]
+                     for a in spec]
+            if target is None:
+                given = [g.to(self.device) if type(g) is torch.Tensor else g for g in given]
         if target is not None:
             with torch.no_grad():
                 for b, g in zip(target, given):
@@ -348,9 +386,11 @@ class _State:
             xs = target
         else:
             xs = given
-        originals = _clone(xs)
+        del given
+        originals = _clone(xs, "cpu" if request.get("snapshot") == "host" else None)
         out, n_launch, ops = self.run_candidate(xs, originals, during=request["during"])
-        if into == "fresh":
+        del originals
+        if into == "fresh" and request.get("keep", True):
             self.last_inputs = xs
         return {**_write_outputs(out, request["out"]), "launches": n_launch,
                 "aten_ops": [str(o)[:200] for o in ops], "input_checksums": sums}
@@ -365,6 +405,7 @@ class _State:
 
         gen = input_fn(self.task_mod, "cuda")
         seed = request["seed"]
+        self.last_inputs = None   # no refill into="last" follows timing: the set would only take memory
         if self.timing_buffers is None:
             self.timing_buffers = make_inputs(gen, refresh_seed(seed, -100), "cuda")
         buffers = self.timing_buffers
@@ -389,7 +430,8 @@ class _State:
             try:
                 t, captured, note = timing.time_call(lambda: self.model(*buffers), refresh, method=request["method"],
                                                      reps=request["reps"], warmup=request["warmup"], flush=flush,
-                                                     check=spot_check)
+                                                     check=spot_check,
+                                                     spot_checks=request.get("spot_checks", timing.SPOT_CHECKS))
             except Verdict:
                 _after_candidate(_GUARD, "being timed")
                 raise
@@ -490,9 +532,13 @@ def _load(job: dict):
                               overrides=job.get("small_overrides") if cpu else None, device="cpu" if cpu else None)
 
 
-def _clone(xs):
+def _clone(xs, device: str | None = None):
+    """Copies of xs' tensors (on device, when given: the memory plan may keep the snapshot in host memory)."""
     import torch
 
+    if device is not None:
+        # NOTE: copy=True: a tensor already on that device would otherwise come back as itself, no snapshot at all
+        return [torch._C.TensorBase.to(x, device, copy=True) if type(x) is torch.Tensor else x for x in xs]
     return [torch._C.TensorBase.clone(x) if type(x) is torch.Tensor else x for x in xs]
 
 
@@ -666,6 +712,8 @@ def _check_inputs_unchanged(clones, originals) -> None:
     import torch
 
     for j, (c, o) in enumerate(zip(clones, originals)):
+        if type(c) is torch.Tensor and c.device != o.device:   # a snapshot in host memory: one tensor at a time
+            c = torch._C.TensorBase.to(c, o.device)
         if type(c) is torch.Tensor and not torch.equal(c, o):
             n = int((c != o).sum()) if c.shape == o.shape else c.numel()
             raise Verdict("rejected", f"mutated input {j} in place ({n} elements changed); inputs must be left as given")

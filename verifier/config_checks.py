@@ -49,6 +49,7 @@ VERIFY_BOUNDS: dict[str, Bound] = {
     "reps": Bound("--reps", 1),                           # timed repetitions: a median of nothing is no time
     "warmup": Bound("--warmup", 0),
     "hidden_trials": Bound("--hidden-trials", 0),
+    "memory_budget_bytes": Bound("memory_budget_bytes", 1),   # None (the default): the device's free memory
 }
 
 
@@ -56,6 +57,8 @@ def check_verify_config(config: VerifyConfig) -> None:
     """Raise ValueError naming the flag and its minimum for the first value out of bounds."""
     for f in dataclasses.fields(config):
         value = getattr(config, f.name)
+        if value is None and f.default is None:   # an optional setting left unset (memory_budget_bytes)
+            continue
         if f.name in VERIFY_BOUNDS:
             problem = VERIFY_BOUNDS[f.name].problem(value)
             if problem:

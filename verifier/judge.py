@@ -12,7 +12,12 @@ verifier.verify.verify() calls it after the static checks. The judge:
    an init seed drawn for this verification (the candidate's ModelNew is built under the same one);
 2. sends the reference's parameters as tensor files (verifier.tensorfile) for the candidate process to
    copy into its ModelNew;
-3. correctness: for each trial, generates inputs from a seed (config.seed + trial, then hidden seeds
+3. memory: once ModelNew is built, measures the budget (the GPU's free memory, or config.memory_budget_bytes) and,
+   from the first trial's inputs, outputs and (GPU) the reference's measured transients, plans how many copies
+   both processes hold at once (verifier.memory_plan: the first trial runs its reference after the candidate's
+   reply, to measure it; later ones beside it unless the plan says otherwise); a task that does not fit at the
+   plan's minimum ends harness_error before any of its checks is charged to the kernel;
+   correctness: for each trial, generates inputs from a seed (config.seed + trial, then hidden seeds
    drawn from the OS) and sends that seed only when the call is due: the candidate process makes the
    same inputs itself and reports their checksums, which must be the judge's (else, and from then on,
    the inputs go as files: a task whose get_inputs() is not a function of torch's seed); runs the reference
@@ -35,9 +40,15 @@ first layer's readable reasons: "torch did the work", "mutated input 0"); "ok"
 is decided here, from outputs this module checked itself. A reply that is not
 the protocol (verifier.wire) makes the candidate "crashed"; a process that
 died, hung or hit a limit is reported from the sandbox's own result. kgen's
-own failures (this module raising, the reference failing, the judge running
-out of memory) are "harness_error", never charged to the kernel. Every string
-that came from the candidate process is capped before it reaches the result.
+own failures (this module raising, the reference failing, an allocation of the
+judge's own failing, the task not fitting the memory plan) are "harness_error",
+never charged to the kernel, with the numbers (asked, free, total) where memory
+ran short: unless the candidate's process grew past what the plan leaves it,
+which makes it the kernel's ("rejected"). A "harness_error" the candidate
+process reports (its harness could not allocate) is believed only when the
+judge, measuring while that process still holds its memory, finds memory short
+(blame_said). Every string that came from the candidate process is capped
+before it reaches the result.
 
 NOTE: this module must never import verifier.candidate (tests/verifier/test_judge.py checks it): the
 separation is what makes the verdict independent of what the candidate does in its own process.
@@ -60,7 +71,8 @@ from pathlib import Path
 
 from verifier.records import Task, Timing, VerifyConfig, VerifyResult, TIMING_METHODS
 from verifier.sandbox import Sandbox, SandboxResult, describe_exit
-from verifier.wire import PRESTART_PHASE, REPLAY_REP, JudgeEnd, PeerGone, ProtocolError
+from verifier.sandbox import _memory_cap_bytes as _sandbox_memory_cap
+from verifier.wire import HARNESS_STATUS, PRESTART_PHASE, REPLAY_REP, JudgeEnd, PeerGone, ProtocolError
 
 CANDIDATE_ARGV = [sys.executable, "-c", "from verifier.candidate import main; main()"]
 REASON_CHARS = 300      # a reason line from the candidate process, at most
@@ -69,6 +81,13 @@ FLAG_CHARS = 300
 MAX_FLAGS_FROM_CANDIDATE = 10
 PINGS = 5               # round trips measured before a block; the fastest is subtracted
 GRACE_S = 10.0          # past the sandbox's own limit, the judge stops waiting for a reply
+# What may grow beside a verification without being hoarded by the candidate: a pre-started next candidate process's
+# CUDA context (about 0.5 GiB on an H200), cuBLAS workspaces and lazily loaded modules, on a CPU the libraries a
+# first call imports; the larger of the two below. And the candidate's share of the plan, times SHARE_SLACK: its
+# kernels' workspace is only estimated (as much as the reference's transients).
+CONTEXT_SLACK_BYTES = 768 << 20
+CONTEXT_SLACK_SHARE = 0.1   # of the budget
+SHARE_SLACK = 1.25
 SMALL_SHAPES_FLAG = ("checked on the CPU under the Triton interpreter, on the task's small inputs "
                      "(get_small_inputs()) only: its real shapes were not run, and nothing was timed")
 
@@ -146,6 +165,15 @@ class _Decided(Exception):
 
 class _HarnessFailure(Exception):
     """kgen's own failure: the task or the reference could not do their part."""
+
+
+class _OutOfMemory(Exception):
+    """An allocation of the judge's own failed (inputs, the reference, outputs read back): whose fault is decided
+    from what the candidate's process holds (_Session.blame_memory)."""
+
+    def __init__(self, what: str, exc: BaseException):
+        super().__init__(f"{what}: {exc}")
+        self.what, self.exc = what, exc
 
 
 _MODULES: dict[tuple[str, str], object] = {}
@@ -243,6 +271,11 @@ class _Session:
         self.judge_ms: float | None = None
         self.res: SandboxResult | None = None
         self.pending_block: tuple | None = None
+        self.memory = None          # verifier.memory_plan.MemoryPlan: for trial 1 a first one, then the task's own
+        self.memory_final = False   # the plan was made from the reference's measured outputs and transients
+        self.budget = None          # verifier.memory_plan.Budget, measured once the candidate's ModelNew was built
+        self.outside0: int | None = None   # what was held outside the judge then (bytes): the candidate's baseline
+        self.ref_peak: int | None = None   # the reference's first call: what the allocator's peak rose by (GPU)
         self._thread: threading.Thread | None = None
         self.started = False
         self._last = time.perf_counter()
@@ -333,27 +366,136 @@ class _Session:
                 raise _HarnessFailure(f"the reference's parameter {name} changed between calls: the judge's "
                                       f"reference is not what it built, so no verdict can stand")
 
-    def reference(self, xs):
+    def reference(self, xs, measure: bool = False):
+        """The reference on xs, TF32 off; measure: on a GPU, what its call added to the allocator's peak (ref_peak)."""
         import torch
 
+        from verifier.memory_plan import is_out_of_memory
+
         self.reference_unchanged()
+        measure = measure and self.device == "cuda"
         try:
+            if measure:
+                torch.cuda.synchronize()
+                before = torch.cuda.memory_allocated()
+                torch.cuda.reset_peak_memory_stats()
             with precision(tf32=False), torch.no_grad():
-                return self.ref(*xs)
-        except torch.cuda.OutOfMemoryError:
-            raise
+                out = self.ref(*xs)
+            if measure:
+                self.ref_peak = torch.cuda.max_memory_allocated() - before
+            return out
         except Exception as exc:  # noqa: BLE001
+            if is_out_of_memory(exc):
+                raise _OutOfMemory("running the reference", exc) from None
             raise _HarnessFailure(f"the reference Model raised {type(exc).__name__}: {str(exc)[:200]}") from exc
 
     def inputs(self, seed: int, device: str | None = None) -> list:
         from verifier.inputs import input_fn, make_inputs
+        from verifier.memory_plan import is_out_of_memory
 
         gen = self.gen if device is None else input_fn(self.mod, device)
         try:
             return make_inputs(gen, seed, device or self.device)
         except Exception as exc:  # noqa: BLE001
+            if is_out_of_memory(exc):
+                raise _OutOfMemory("making the task's inputs", exc) from None
             raise _HarnessFailure(f"the task's input generator raised {type(exc).__name__}: {str(exc)[:200]}") \
                 from exc
+
+    # -- memory (verifier.memory_plan)
+
+    def release(self) -> None:
+        """Give the judge's cached device memory back: the candidate's process allocates on the same GPU."""
+        if self.device == "cuda":
+            import torch
+
+            torch.cuda.empty_cache()
+
+    def _param_bytes(self) -> int:
+        return sum(t.numel() * t.element_size() for t in list(self.ref.parameters()) + list(self.ref.buffers()))
+
+    def _outside(self) -> int | None:
+        """What is held outside the judge's own allocations now, in bytes: on a GPU the device's used memory less
+        the judge's reserved (the candidate's process, contexts, anyone else); on a CPU the candidate's
+        process tree's resident memory."""
+        if self.device == "cuda":
+            import torch
+
+            try:
+                free, total = torch.cuda.mem_get_info()
+                return total - free - torch.cuda.memory_reserved()
+            except Exception:  # noqa: BLE001
+                return None
+        return _tree_rss_bytes(self.process.pid)
+
+    def measure_budget(self) -> None:
+        """Once the candidate's ModelNew is built: the budget (free memory, or memory_budget_bytes) and the baseline of
+        what the candidate's process holds, against which an out-of-memory is judged later."""
+        from verifier.memory_plan import device_budget
+
+        self.release()
+        self.budget = device_budget(self.device, self.config.memory_budget_bytes, held_bytes=3 * self._param_bytes())
+        self.outside0 = self._outside()
+
+    def plan_memory(self, xs, ref_out=None) -> None:
+        """The memory plan: before trial 1 from its input set alone (outputs and transients not known yet), then from
+        the reference's outputs and (GPU) its measured transients. MemoryShort: harness_error with its numbers."""
+        from verifier.memory_plan import MemoryShort, TaskMemory, disk_free_bytes, plan_memory, tensor_bytes
+
+        timed = self.device == "cuda" and self.config.time_it
+        if ref_out is None:
+            memory, timed = TaskMemory(tensor_bytes(xs), 0, self._param_bytes(), 0, called=False), False
+        else:
+            memory = TaskMemory.of(xs, ref_out, self.ref, self.ref_peak)
+        flush = spots = 0
+        if timed:
+            from verifier import timing
+
+            import torch
+
+            # what timing.l2_flush_buffer allocates (twice the L2), or KernelBench's own 256 MiB buffer
+            l2 = getattr(torch.cuda.get_device_properties(torch.cuda.current_device()), "L2_cache_size", 0) or 64 << 20
+            flush = 2 * l2 if self.config.timing != "kernelbench" else 256 << 20
+            spots = timing.SPOT_CHECKS
+        try:
+            self.memory = plan_memory(memory, self.device, self.budget, timing=timed, flush_bytes=flush,
+                                      spot_checks=spots, disk_free_bytes=disk_free_bytes(self.process.exchange),
+                                      host_cap_bytes=_sandbox_memory_cap() or None)
+        except MemoryShort as exc:
+            raise _HarnessFailure(str(exc)) from None
+        self.memory_final = ref_out is not None
+        if self.memory_final and self.memory.note():
+            self.flags.append(self.memory.note())
+
+    def blame_memory(self, text: str) -> tuple[str, str]:
+        """(status, reason) for memory that ran short (text: what, with the numbers): kgen's own failure, unless the
+        candidate's process grew past what the plan leaves it since its ModelNew was built."""
+        from verifier.memory_plan import gib
+
+        now = self._outside()
+        share = self.memory.candidate_share_bytes if self.memory is not None else None
+        if now is not None and self.outside0 is not None and share is not None:
+            grown = now - self.outside0
+            slack = max(CONTEXT_SLACK_BYTES, CONTEXT_SLACK_SHARE * self.memory.budget.bytes)
+            if grown > share * SHARE_SLACK + slack:
+                return "rejected", (f"the candidate's process took {gib(grown)} of memory beyond its ModelNew, more "
+                                    f"than the {gib(share)} the memory plan leaves it, and then {text}")
+        return "harness_error", f"kgen's own failure, not the kernel's: {text}"
+
+    def blame_said(self, problem: dict) -> tuple[str, str]:
+        """The candidate's process said kgen's harness there ran out of memory: checked here, while it still holds
+        what it had, before it is believed (it could say so itself)."""
+        from verifier.memory_plan import MIN_HEADROOM_BYTES, gib, memory_numbers
+
+        reason = cap(problem["reason"], REASON_CHARS)
+        free, _ = memory_numbers(self.device)
+        m = self.memory.memory if self.memory is not None else None
+        largest = max(m.input_bytes, m.output_bytes) if m is not None else 0
+        if free is not None and m is not None and free > largest * 1.05 + MIN_HEADROOM_BYTES:
+            return "crashed", (f"its process said kgen's harness ran out of memory there ({reason}), but "
+                               f"{gib(free)} is free, more than the {gib(largest)} its largest tensor needs: not "
+                               f"believed")
+        return self.blame_memory(f"in the candidate's process: {reason}")
 
     # -- moving tensors
 
@@ -395,14 +537,21 @@ class _Session:
             path = f"{prefix}-{j}.t"
             try:
                 t = tensorfile.read(path, max_bytes=limit)
+                outs.append(t.to(device))
+                del t
             except tensorfile.TensorTooLarge as exc:
                 raise _Decided("mismatch", f"output {j}: {exc}") from None
             except tensorfile.TensorFileError as exc:
                 raise ProtocolError(f"output {j}'s tensor file: {exc}") from None
+            except (MemoryError, RuntimeError) as exc:
+                from verifier.memory_plan import is_out_of_memory
+
+                if is_out_of_memory(exc):
+                    raise _OutOfMemory("reading the candidate's outputs back", exc) from None
+                raise
             finally:
                 with contextlib.suppress(OSError):
                     os.unlink(path)
-            outs.append(t.to(device))
         if sequence:
             return outs
         return outs[0] if len(outs) == 1 else outs
@@ -426,6 +575,7 @@ class _Session:
         reply = self.ask("build", "being built", init_seed=self.init_seed, params=params)
         self._cleanup_inputs()
         self._take_start_phases(reply["phases"])
+        self.measure_budget()
 
     def _take_start_phases(self, pairs) -> None:
         """The candidate process's own start-up stages, trimmed to the interval the judge saw them take."""
@@ -444,11 +594,17 @@ class _Session:
     def forward(self, xs, during: str, into: str = "fresh", seed: int | None = None):
         """One call of the candidate on xs: (its outputs, the reference's), after the candidate said no problem.
 
+        The reference runs while the candidate computes, unless the memory plan says after its reply (and always
+        for the first call, whose reference is measured for the plan).
+
         seed: the seed xs were made from (self.inputs). The candidate process then makes them itself from the
         seed, sent only now, instead of reading them from files: half the bytes of a call stop travelling.
         The checksums it reports of what it made are compared with the judge's own; where they differ (a
         task whose get_inputs() is not a function of torch's seed: torch.empty, Python's random), the call
         is made again with the inputs as files, and so is every later one."""
+        if self.memory is None:
+            self.plan_memory(xs)
+        plan = self.memory
         seeded = seed is not None and self.seeded_inputs
         if seeded:
             self.requests += 1
@@ -456,9 +612,17 @@ class _Session:
         else:
             spec = self.write_inputs(xs)
         prefix = self._path(f"out-{self.requests}")
-        self.send("forward", during, inputs=spec, into=into, out=prefix, during=during)
-        ref_out = self.reference(xs)
-        reply = self.receive("forward")
+        # keep: only an untimed check refills the last trial's tensors (hidden_refill); timed, they would take memory
+        timed = self.device == "cuda" and self.config.time_it
+        self.send("forward", during, inputs=spec, into=into, out=prefix, during=during,
+                  snapshot="host" if plan.snapshot_on_host else "device", keep=not timed)
+        sequential = not (plan.overlap and self.memory_final)
+        reply = self.receive("forward") if sequential else None
+        ref_out = self.reference(xs, measure=not self.memory_final)
+        if not self.memory_final:
+            self.plan_memory(xs, ref_out)
+        if reply is None:
+            reply = self.receive("forward")
         self._cleanup_inputs()
         self.ran = True
         self.aten_ops = [cap(op, 100) for op in reply["aten_ops"][:50]]
@@ -497,6 +661,8 @@ class _Session:
 
         cand, ref = self.forward(xs, during, into, seed)
         problem = compare_outputs(cand, ref, self.task.atol, self.task.rtol)
+        del cand, ref
+        self.release()
         if problem:
             raise _Decided("mismatch", f"{what}: {problem.reason}", problem.feedback)
 
@@ -507,6 +673,7 @@ class _Session:
         for trial in range(self.config.trials):
             xs = self.inputs(seed + trial)
             self.check(xs, "ModelNew.forward", f"trial {trial + 1} (seed {seed + trial})", seed=seed + trial)
+            del xs   # before the next set is made: one set at a time
             self.trials = trial + 1
         self.mark("correctness trials (first call compiles)")
 
@@ -534,10 +701,15 @@ class _Session:
         xs = self.inputs(after)
         self.check(xs, "ModelNew.forward (after timing)",
                    f"after {t_cand.reps + config.warmup} timed calls the output is wrong", into="timing", seed=after)
+        del xs
+        # the memory plan may have the hidden re-checks refill the timing buffers rather than arrive beside them
+        hidden_into = "timing" if self.memory.refill_hidden else "fresh"
         for h in range(config.hidden_trials):
             hidden = secrets.randbelow(2**31 - 1)
             xs = self.inputs(hidden)
-            self.check(xs, f"ModelNew.forward (hidden re-check {h + 1})", f"hidden re-check {h + 1}", seed=hidden)
+            self.check(xs, f"ModelNew.forward (hidden re-check {h + 1})", f"hidden re-check {h + 1}", into=hidden_into,
+                       seed=hidden)
+            del xs
         self.mark("re-checks after timing")
         escaped = timing.escaped_stream(t_cand)
         if escaped:
@@ -558,8 +730,9 @@ class _Session:
         config = self.config
         prefix = self._path(f"timed-{self.requests}")
         self.requests += 1
+        spot_checks = self.memory.spot_checks
         reply = self.ask("time", "being timed", seed=self.timing_seed, reps=config.reps, warmup=config.warmup,
-                         method=config.timing, out=prefix)
+                         method=config.timing, out=prefix, spot_checks=spot_checks)
         t = Timing(**reply["timing"])
         if t.method not in TIMING_METHODS or t.reps != config.reps:
             raise ProtocolError(f"a timing of {t.reps} reps by {cap(t.method, 20)!r}; {config.reps} by "
@@ -568,7 +741,7 @@ class _Session:
             self.flags.append(cap(f"{who}: {reply['note']}", FLAG_CHARS))
         spots = [c for c in reply["checked"] if c["rep"] != REPLAY_REP]
         replays = [c for c in reply["checked"] if c["rep"] == REPLAY_REP]
-        if len(spots) != min(timing.SPOT_CHECKS, config.reps) or len(replays) != (t.method == "graph"):
+        if len(spots) != min(spot_checks, config.reps) or len(replays) != (t.method == "graph"):
             raise ProtocolError(f"{len(spots)} spot-checked and {len(replays)} replayed calls reported")
         for i, c in enumerate(reply["checked"]):
             if c["rep"] != REPLAY_REP and not -config.warmup <= c["rep"] < config.reps:
@@ -577,6 +750,8 @@ class _Session:
             ref = self.reference(xs)
             cand = self.read_outputs(c["outputs"], c["sequence"], f"{prefix}-c{i}", ref)
             problem = compare_outputs(cand, ref, self.task.atol, self.task.rtol)
+            del xs, ref, cand
+            self.release()
             if problem:
                 what = ("replayed from its CUDA graph on fresh inputs, the output is wrong" if c["rep"] == REPLAY_REP
                         else "a timed call's output is wrong (timed calls are checked at random)")
@@ -601,6 +776,7 @@ class _Session:
         t0 = time.perf_counter()
         self.inputs(block_seed(seed, 0), "cuda")
         torch.cuda.synchronize()
+        self.release()
         calls = timing.block_calls(t_cand.median_ms, generation_ms=(time.perf_counter() - t0) * 1e3)
         t0 = time.perf_counter()
         reply = self.ask("block", "being timed in a block", seed=seed, calls=calls)
@@ -741,8 +917,14 @@ def judge(task: Task, source: str, config: VerifyConfig, process: CandidateProce
     except _Said as said:
         p = said.problem
         status, reason, feedback = p["status"], cap(p["reason"], REASON_CHARS), cap(p["feedback"], FEEDBACK_CHARS)
+        if status == HARNESS_STATUS:   # not believed as it stands: the judge measures (the process still waits)
+            status, reason = s.blame_said(p)
         if said.phases and not s.candidate_phases:
             s._take_start_phases(said.phases)
+    except _OutOfMemory as exc:
+        from verifier.memory_plan import oom_text
+
+        status, reason = s.blame_memory(oom_text(exc.exc, device, exc.what))
     except _Decided as d:
         status, reason, feedback = d.status, d.reason, d.feedback
     except ProtocolError as exc:
@@ -754,10 +936,12 @@ def judge(task: Task, source: str, config: VerifyConfig, process: CandidateProce
     except Exception as exc:  # noqa: BLE001 - the judge's own bug or an OOM here: never the kernel's fault
         import traceback
 
-        oom = "OutOfMemoryError" in type(exc).__name__
+        from verifier.memory_plan import is_out_of_memory, oom_text
+
         status = "harness_error"
-        reason = (f"kgen's own failure, not the kernel's: the judge ran out of memory ({str(exc)[:160]})" if oom
-                  else f"kgen's own failure, not the kernel's: the judge raised {type(exc).__name__}: {str(exc)[:200]}")
+        reason = f"kgen's own failure, not the kernel's: the judge raised {type(exc).__name__}: {str(exc)[:200]}"
+        if is_out_of_memory(exc):
+            status, reason = s.blame_memory(oom_text(exc, device, f"the judge was {s.step}"))
         feedback = traceback.format_exc()[-FEEDBACK_CHARS:]
     res = s.finish()
     s._last = time.perf_counter()   # the process's exit is the sandbox's part of the time, not a stage's
@@ -784,9 +968,15 @@ def judge(task: Task, source: str, config: VerifyConfig, process: CandidateProce
             s.eager_and_floor()
         except _Decided as d:
             status, reason, feedback = d.status, d.reason, d.feedback
-        except Exception as exc:  # noqa: BLE001
-            status, reason = "harness_error", f"kgen's own failure, not the kernel's: timing eager raised " \
-                                              f"{type(exc).__name__}: {str(exc)[:200]}"
+        except _HarnessFailure as exc:
+            status, reason = "harness_error", f"kgen's own failure, not the kernel's: {exc}"
+        except Exception as exc:  # noqa: BLE001 - the candidate's process has ended: nothing here is its doing
+            from verifier.memory_plan import is_out_of_memory, oom_text
+
+            exc = exc.exc if isinstance(exc, _OutOfMemory) else exc
+            reason = (oom_text(exc, device, "checking the block and timing eager (the candidate's process closed)")
+                      if is_out_of_memory(exc) else f"timing eager raised {type(exc).__name__}: {str(exc)[:200]}")
+            status, reason = "harness_error", f"kgen's own failure, not the kernel's: {reason}"
     result = VerifyResult(status=status, reason=cap(reason, 1000), feedback=cap(feedback, 4000), **base,
                           ran=s.ran, trials=s.trials, aten_ops=s.aten_ops, flags=s.flags, floor_ms=s.floor_ms,
                           judge_ms_per_call=s.judge_ms)
@@ -799,12 +989,46 @@ def judge(task: Task, source: str, config: VerifyConfig, process: CandidateProce
             result.flags.append(f"output capped: {res.stdout_dropped + res.stderr_dropped} bytes dropped")
     if status == "ok" and s.timing is not None:
         result.timing, result.timing_repeat, result.baselines = s.timing, s.timing_repeat, dict(s.baselines)
+    stages = {**s.candidate_phases, **s.phases}
     if device == "cuda":
         import torch
 
         result.device = torch.cuda.get_device_name()
-    return result, {**s.candidate_phases, **s.phases}
+        # the session's reference, parameters and buffers go, and the cache they leave goes back to the device:
+        # the next verification's baselines and candidate process allocate on the same GPU
+        del s
+        torch.cuda.empty_cache()
+    return result, stages
 
 
 def _tail(text: str, limit: int = FEEDBACK_CHARS) -> str:
     return text if len(text) <= limit else "...\n" + text[-limit:]
+
+
+def _tree_rss_bytes(pid: int) -> int | None:
+    """Resident memory of pid and every process below it (from /proc), in bytes; None where /proc cannot tell."""
+    children: dict[int, list[int]] = {}
+    rss: dict[int, int] = {}
+    page = os.sysconf("SC_PAGE_SIZE")
+    try:
+        entries = [e for e in os.listdir("/proc") if e.isdigit()]
+    except OSError:
+        return None
+    for entry in entries:
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                fields = f.read().rsplit(b")", 1)[1].split()
+        except OSError:
+            continue
+        # after the command's closing parenthesis: state, ppid, ... rss is the 22nd field from there (24th in all)
+        p = int(entry)
+        children.setdefault(int(fields[1]), []).append(p)
+        rss[p] = int(fields[21]) * page
+    if pid not in rss:
+        return None
+    total, todo = 0, [pid]
+    while todo:
+        p = todo.pop()
+        total += rss.get(p, 0)
+        todo += children.get(p, [])
+    return total

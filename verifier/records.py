@@ -30,8 +30,9 @@ STATUSES = (
     "not_run",        # a CUDA candidate compiled with nvcc on a machine with no GPU: nothing was executed
     "not_checkable",  # a CUDA candidate on a machine that can neither run nor compile it (no GPU, and no nvcc or
                       # no CUDA headers in this build of torch): nothing was compiled or run
-    "harness_error",  # kgen's own failure (the judge raised, the reference failed, the judge ran out of
-                      # memory): never charged to the kernel
+    "harness_error",  # kgen's own failure (the judge raised, the reference failed, kgen's own code ran out of
+                      # memory, or the task does not fit the device's memory however planned): never charged to
+                      # the kernel
 )
 
 # NOTE: statuses that say nothing about the kernel, only about this machine: neither passed nor failed. `kgen verify`
@@ -75,6 +76,9 @@ class VerifyConfig:
     peaks_override: str | None = None  # path to a JSON table overriding the GPU peak rates
     repeat_timing: bool = False     # time the candidate a second time in the same run (a stability check)
     timing: str = "graph"           # "graph": candidate and baselines replayed from CUDA graphs; "events": as issued
+    # bytes a verification may hold at once on its device (both processes; verifier.memory_plan): None = the GPU's
+    # free memory, or on a CPU the host's available memory; a smaller value makes the plan keep fewer copies
+    memory_budget_bytes: int | None = None
 
 
 @dataclass

@@ -129,7 +129,9 @@ MAX_PROCESSES = 128        # processes in the child's group/session/tree (induct
 MAX_THREADS = 4096         # threads summed over them (torch + triton use ~100 on a large host)
 MAX_TASKS = 2 * MAX_THREADS  # the pids cgroup's hard cap (the watchdog acts first, with a reason)
 MEMORY_FRACTION = 0.5      # of the machine's RAM, for the memory cgroup
-MAX_FILE_BYTES = 1 << 30   # largest file the child may write
+# Largest file the child may write: its outputs go back as tensor files, one per output, and KernelBench's level-1
+# outputs reach 8 GiB (1 GiB made every larger one "crashed" with EFBIG); the disk itself is the memory plan's check.
+MAX_FILE_BYTES = 1 << 36
 WATCH_INTERVAL_S = 0.1
 PROFILERS = ("ncu", "nv-nsight-cu-cli")   # programs that read GPU counters: perf_event_open stays allowed
 MAX_IDLE_S = 1800.0        # longest a pre-started child may wait for its job before the watchdog kills it

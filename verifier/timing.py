@@ -274,15 +274,15 @@ def _poison(out: torch.Tensor, plain: torch.Tensor) -> None:
 
 def time_call(fn, refresh=None, *, method: str = "events", reps: int = 100, warmup: int = 10,
               sync_reps: int = 20, flush: torch.Tensor | None = None,
-              check=None) -> tuple[Timing, Captured | None, str]:
+              check=None, spot_checks: int = SPOT_CHECKS) -> tuple[Timing, Captured | None, str]:
     """Time fn() by `method`; (timing, the captured graph or None, a note when the method fell back).
 
-    check(output), when given, runs after SPOT_CHECKS timed calls drawn at random (for a graph, on
+    check(output), when given, runs after `spot_checks` timed calls drawn at random (for a graph, on
     the output its replay wrote); whatever it raises ends the timing."""
     if method not in METHODS:
         raise ValueError(f"unknown timing method {method!r}; expected one of {', '.join(METHODS)}")
     if method == "kernelbench":   # its own protocol: same inputs, its warm-up, its flush (below)
-        return time_kernelbench(fn, trials=reps, sync_reps=sync_reps, check=check), None, ""
+        return time_kernelbench(fn, trials=reps, sync_reps=sync_reps, check=check, spot_checks=spot_checks), None, ""
     flush = l2_flush_buffer() if flush is None else flush
     captured, note = None, ""
     if method == "graph":
@@ -314,14 +314,15 @@ def time_call(fn, refresh=None, *, method: str = "events", reps: int = 100, warm
         # NOTE: on the legacy default stream, whatever stream is current: a kernel launched there with no stream
         # (KernelBench's `<<<grid, block>>>`) and every blocking stream are then inside the events
         with _use_stream(_default_stream()):
-            return _timed(fn, refresh, warmup, reps, sync_reps, flush, check), None, note
-    t = _timed(captured.replay, refresh, warmup, reps, sync_reps, flush, check, output=lambda: captured.output)
+            return _timed(fn, refresh, warmup, reps, sync_reps, flush, check, spot_checks=spot_checks), None, note
+    t = _timed(captured.replay, refresh, warmup, reps, sync_reps, flush, check, output=lambda: captured.output,
+               spot_checks=spot_checks)
     t.method = "graph"
     return t, captured, ""
 
 
 def _timed(fn, refresh, warmup: int, reps: int, sync_reps: int, flush: torch.Tensor, check=None,
-           output=None) -> Timing:
+           output=None, spot_checks: int = SPOT_CHECKS) -> Timing:
     """Warm-up calls, the timed loop with events around each call, then the device-wide synchronised pass.
 
     output() gives a call's output where fn() does not return it (a graph replay)."""
@@ -330,7 +331,7 @@ def _timed(fn, refresh, warmup: int, reps: int, sync_reps: int, flush: torch.Ten
             refresh(-1 - i)
         fn()
     _synchronize()
-    spot = set(_draw.sample(range(reps), min(SPOT_CHECKS, reps))) if check else set()
+    spot = set(_draw.sample(range(reps), min(spot_checks, reps))) if check else set()
     times, host = [], []
     for rep in range(reps):
         if refresh:
@@ -410,10 +411,10 @@ def kernelbench_flush_buffer(device: torch.device | None = None) -> torch.Tensor
 
 def time_kernelbench(fn, *, trials: int = 100, warmup: int = KERNELBENCH_WARMUP,
                      discard_first: int = KERNELBENCH_DISCARD_FIRST, sync_reps: int = 20,
-                     flush: torch.Tensor | None = None, check=None) -> Timing:
+                     flush: torch.Tensor | None = None, check=None, spot_checks: int = SPOT_CHECKS) -> Timing:
     """fn() timed by KernelBench's protocol (above); a Timing whose mean_ms is what KernelBench reports.
 
-    check(output) runs on SPOT_CHECKS trials drawn at random, after their events, as for the other methods;
+    check(output) runs on `spot_checks` (SPOT_CHECKS unless the memory plan lowered it) trials drawn at random, after their events, as for the other methods;
     then a device-wide synchronised pass (sync_ms) lets escaped_stream() catch work outside the events."""
     if trials < 1:
         raise ValueError(f"KernelBench's protocol needs at least one trial, got {trials}")
@@ -422,7 +423,7 @@ def time_kernelbench(fn, *, trials: int = 100, warmup: int = KERNELBENCH_WARMUP,
         fn()
         _synchronize()
     _empty_cache()      # as KernelBench does after its warm-up: the first trial may allocate afresh (and is dropped)
-    spot = set(_draw.sample(range(trials), min(SPOT_CHECKS, trials))) if check else set()
+    spot = set(_draw.sample(range(trials), min(spot_checks, trials))) if check else set()
     times, host = [], []
     for call in range(discard_first + trials):
         _synchronize()

@@ -10,11 +10,14 @@ never travel in a line: they are files in the exchange directory
 Requests (the judge writes them; the candidate process trusts them):
     {"op": "build", "init_seed": int, "params": [[name, file], ...]}
     {"op": "forward", "inputs": [{"tensor": file} | {"value": v}, ...] | {"seed": int},
-     "into": "fresh"|"last"|"timing", "out": prefix, "during": str}
+     "into": "fresh"|"last"|"timing", "out": prefix, "during": str, "snapshot": "device"|"host", "keep": bool}
     (inputs as {"seed": s}: the task's own get_inputs() under seed s, made by the candidate process on
     its device, as the timing loop makes its fresh inputs; the seed is drawn or chosen when the call is
     due, so it tells the process nothing the inputs themselves would not)
-    {"op": "time", "seed": int, "reps": int, "warmup": int, "method": "graph"|"events", "out": prefix}
+     (snapshot: where the inputs-unchanged check keeps its copy; keep: a fresh call's inputs are kept for a
+     refill into="last" (else dropped once the call is done); both optional, "device" and true by default)
+    {"op": "time", "seed": int, "reps": int, "warmup": int, "method": "graph"|"events", "out": prefix,
+     "spot_checks": int (optional, timing.SPOT_CHECKS by default)}
     {"op": "ping"}
     {"op": "block", "seed": int, "calls": int}
     {"op": "exit"}
@@ -57,7 +60,11 @@ REQUESTS_PIPE = "requests"
 REPLIES_PIPE = "replies"
 REPLAY_REP = 10**6 + 1          # the refresh index of the inputs a captured graph is replayed on, to check it
 # What a candidate process may say went wrong; "ok" and "mismatch" are only ever the judge's to say.
-CANDIDATE_STATUSES = ("compile_error", "runtime_error", "rejected", "not_run", "crashed")
+# HARNESS_STATUS: kgen's own code in that process could not allocate what it needed (inputs, snapshots, files):
+# the process keeps serving so the judge can measure the memory itself, and the judge, not the process, decides
+# whether it is kgen's failure or the candidate's (verifier.judge; a candidate can send this line itself).
+HARNESS_STATUS = "harness_error"
+CANDIDATE_STATUSES = ("compile_error", "runtime_error", "rejected", "not_run", "crashed", HARNESS_STATUS)
 MAX_CHECKSUMS = 4096
 
 

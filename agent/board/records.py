@@ -5,7 +5,12 @@
 
 fast_p and the geometric mean follow agent.fastp: the share of ALL tasks that
 are correct and strictly more than p x faster, against eager and against the
-faster torch.compile mode.
+faster torch.compile mode. ALL but one kind: a task whose verification ended in
+`harness_error` (kgen's own failure: the judge raised, the task did not fit the
+GPU's memory) says nothing about any kernel, so it is neither a failed kernel
+nor a passed one: it is left out of fast_p's denominator and the geometric
+mean, counted apart in the summary (`harness_errors`, with a note naming the
+tasks), and run again when the board resumes.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ TASK_ERROR = "task_error"    # the task file cannot be used (the reason says why
 MISSING = "missing"          # verify-only: no kernel file for the task
 ERROR = "error"              # kgen itself failed on this task (the reason and the task's log say how)
 INTERRUPTED = "interrupted"  # stopped by Ctrl-C; continued when the board runs again
+HARNESS_ERROR = "harness_error"  # every verification of the task ended in kgen's own failure: no kernel was judged
 
 # A row with one of these is not run again when the board resumes.
 FINISHED_RUN = ("succeeded", "stopped", "failed")
@@ -98,7 +104,18 @@ class Row:
         return Outcome(self.correct, self.speedup(baseline))
 
     def speedup_text(self, baseline: str) -> str:
+        if self.status == HARNESS_ERROR:
+            return "-"
         return speedup_text(self.correct, self.speedup(baseline))
+
+    @property
+    def counted(self) -> bool:
+        """In fast_p's denominator: every task but one whose verification was kgen's own failure."""
+        return self.status != HARNESS_ERROR
+
+    def status_text(self) -> str:
+        """The status as a person reads it: "harness error" says the kernel was not at fault."""
+        return "harness error (not the kernel's)" if self.status == HARNESS_ERROR else self.status
 
     def sol_text(self) -> str:
         return f"{self.sol_pct:.0f}%" if self.sol_pct is not None else "-"
@@ -117,6 +134,7 @@ class Summary:
     done: int                   # rows with a result (not pending)
     correct: int
     timed: int                  # correct and timed
+    harness_errors: int         # tasks left out of fast_p and the geomean: their verification was kgen's failure
     fast: dict[str, list[FastP]]
     geomean: dict[str, float | None]    # over the correct, timed tasks
     tokens: int
@@ -162,11 +180,17 @@ class Leaderboard:
 def summarize(rows: list[Row], device: str = "") -> Summary:
     """fast_p against eager and torch.compile, the geometric means, the totals, and what they rest on."""
     timeable = device not in ("cpu",)   # "" (unknown) keeps what the rows say
-    fast = {b: fast_table([r.outcome(b) for r in rows], timeable=timeable) for b in BASELINES}
-    means = {b: geomean_speedup([r.outcome(b) for r in rows]) for b in BASELINES}
-    correct = sum(r.correct for r in rows)
-    timed = sum(r.correct and r.timed for r in rows)
+    counted = [r for r in rows if r.counted]
+    fast = {b: fast_table([r.outcome(b) for r in counted], timeable=timeable) for b in BASELINES}
+    means = {b: geomean_speedup([r.outcome(b) for r in counted]) for b in BASELINES}
+    correct = sum(r.correct for r in counted)
+    timed = sum(r.correct and r.timed for r in counted)
     notes = []
+    harness = [r.task for r in rows if not r.counted]
+    if harness:
+        notes.append(f"{len(harness)} task(s) ended in a harness error, kgen's own failure and not the kernel's "
+                     f"({', '.join(harness)}; see each row's reason): left out of fast_p's denominator and the "
+                     f"geomean, and run again when the board resumes")
     if correct and not timed:
         where = "no GPU" if device != "cuda" else "no timing"
         notes.append(f"nothing was timed ({where}): fast_p for p > 0 is n/a, not 0; fast_0 is the share of "
@@ -187,7 +211,8 @@ def summarize(rows: list[Row], device: str = "") -> Summary:
     broken = [r.task for r in rows if r.status in (TASK_ERROR, ERROR, MISSING, INTERRUPTED)]
     if broken:
         notes.append(f"no result for {', '.join(broken)} (see each row's reason); they count as not correct")
-    return Summary(tasks=len(rows), done=len(rows) - pending, correct=correct, timed=timed, fast=fast,
+    return Summary(tasks=len(rows), done=len(rows) - pending, correct=correct, timed=timed,
+                   harness_errors=len(harness), fast=fast,
                    geomean=means, tokens=sum(r.tokens for r in rows), cost_usd=sum(r.cost_usd for r in rows),
                    wall_s=sum(r.wall_s for r in rows), notes=notes)
 
@@ -204,6 +229,12 @@ def row_from_run(store: Store, run: Run, mode: str = "optimize") -> Row:
               run_id=run.run_id, attempts=run.attempts, tokens=run.tokens, cost_usd=run.cost_usd,
               wall_s=run.wall_s, correct=run.best_attempt is not None)
     best = store.load_attempt(run.run_id, run.best_attempt) if run.best_attempt is not None else None
+    if best is None and run.attempts:
+        # no kernel passed: when no kernel was judged either (every verification was kgen's failure), say so
+        judged = [a for a in store.load_attempts(run.run_id) if a.status != "no_code"]
+        if judged and all(a.status == HARNESS_ERROR for a in judged):
+            row.status, row.reason = HARNESS_ERROR, judged[0].reason
+            return row
     if mode == "verify-only":
         first = best or store.load_attempt(run.run_id, 1)
         if first is not None:

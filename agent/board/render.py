@@ -7,7 +7,7 @@
 
 from __future__ import annotations
 
-from agent.board.records import BASELINES, PENDING, Leaderboard, Row, Summary
+from agent.board.records import BASELINES, HARNESS_ERROR, PENDING, Leaderboard, Row, Summary
 from agent.config import STORED_BEFORE
 from agent.fastp import THRESHOLDS
 from verifier.protocols import timing_line
@@ -17,7 +17,7 @@ ROW_COLUMNS = ("task", "status", "vs eager", "vs torch.compile", "% SOL", "attem
 
 
 def row_cells(row: Row) -> list[str]:
-    return [row.task, row.status, row.speedup_text("eager"), row.speedup_text("compile"), row.sol_text(),
+    return [row.task, row.status_text(), row.speedup_text("eager"), row.speedup_text("compile"), row.sol_text(),
             str(row.attempts), f"{row.tokens:,}", f"${row.cost_usd:.4f}", f"{row.wall_s:.0f} s", row.worker or "-",
             row.reason]
 
@@ -50,13 +50,12 @@ def to_markdown(board: Leaderboard) -> str:
              f"- timing: {timing_line(board.config.get('timing') or STORED_BEFORE['timing'])}", "",
              "## Summary", "",
              "fast_p: share of all tasks whose kernel is correct and strictly more than p times faster "
-             "(fast_0: correct).", "",
+             "(fast_0: correct); a task that ended in a harness error (kgen's failure) is not counted.", "",
              "| against | " + " | ".join(summary_headers()) + " |",
              "|---|" + "---:|" * len(summary_headers())]
     for label, cells in summary_cells(s):
         lines.append(f"| {label} | " + " | ".join(cells) + " |")
-    lines += ["", f"{s.correct} of {s.tasks} correct, {s.timed} timed; tokens {s.tokens:,}; "
-                  f"cost ${s.cost_usd:.4f}; {s.wall_s:.0f} s of task time", ""]
+    lines += ["", f"{_counts(s)}; tokens {s.tokens:,}; cost ${s.cost_usd:.4f}; {s.wall_s:.0f} s of task time", ""]
     lines += [f"> {note}" for note in s.notes]
     if s.notes:
         lines.append("")
@@ -65,6 +64,15 @@ def to_markdown(board: Leaderboard) -> str:
     for row in board.rows:
         lines.append("| " + " | ".join(_md_cell(c) for c in row_cells(row)) + f" | {row.run_id or '-'} |")
     return "\n".join(lines) + "\n"
+
+
+def _counts(s: Summary) -> str:
+    """"3 of 4 correct, 3 timed" and, apart, the tasks fast_p leaves out for a harness error."""
+    counted = s.tasks - s.harness_errors
+    text = f"{s.correct} of {counted} correct, {s.timed} timed"
+    if s.harness_errors:
+        text += f"; {s.harness_errors} harness error(s), not counted (kgen's failure, not the kernel's)"
+    return text
 
 
 def _settings_line(board: Leaderboard) -> str:
@@ -101,12 +109,11 @@ def rich_board(board: Leaderboard):
         # the reason is cut to one line here; leaderboard.md and `kgen show RUN` have it whole
         tasks.add_column(col, justify="left" if col in ("task", "status", "where", "reason") else "right", no_wrap=True,
                          overflow="ellipsis", max_width=60 if col == "reason" else None)
-    style = {"succeeded": "green", "ok": "green", "stopped": "yellow", PENDING: "dim"}
+    style = {"succeeded": "green", "ok": "green", "stopped": "yellow", PENDING: "dim", HARNESS_ERROR: "yellow"}
     for row in board.rows:
         cells = row_cells(row)
-        cells[1] = Text(row.status, style=style.get(row.status, "" if row.correct else "red"))
+        cells[1] = Text(row.status_text(), style=style.get(row.status, "" if row.correct else "red"))
         tasks.add_row(*cells)
-    footer = Text(f"{s.correct} of {s.tasks} correct, {s.timed} timed; tokens {s.tokens:,}; "
-                  f"cost ${s.cost_usd:.4f}; {s.wall_s:.0f} s of task time")
+    footer = Text(f"{_counts(s)}; tokens {s.tokens:,}; cost ${s.cost_usd:.4f}; {s.wall_s:.0f} s of task time")
     notes = [Text(f"note: {n}", style="yellow") for n in s.notes]
     return Group(head, summary, tasks, footer, *notes)

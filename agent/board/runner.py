@@ -21,8 +21,8 @@ from typing import Callable
 from agent.board.executor import FINISHED, STARTED, Executor, JobEvent
 from agent.board.files import board_dir, save_board
 from agent.board.job import Job
-from agent.board.records import (ERROR, FINISHED_RUN, FINISHED_VERIFY, INTERRUPTED, MISSING, Leaderboard,
-                                 LeaderboardError, Row, row_from_run)
+from agent.board.records import (ERROR, FINISHED_RUN, FINISHED_VERIFY, HARNESS_ERROR, INTERRUPTED, MISSING,
+                                 Leaderboard, LeaderboardError, Row, row_from_run)
 from agent.records import Run
 from agent.store import Store
 
@@ -57,8 +57,10 @@ class BoardRunner:
             stored = self._stored_run(row.task)
             if stored is not None and stored.status in FINISHED_RUN:
                 # the task finished but the board never heard (it was killed): take the result, run nothing
-                self._record(row_from_run(self.store, stored, self.board.mode))
-                continue
+                found = row_from_run(self.store, stored, self.board.mode)
+                if found.status != HARNESS_ERROR:   # kgen's own failure on it: run it again
+                    self._record(found)
+                    continue
             todo.append(row)
         return todo
 

@@ -124,7 +124,7 @@ def run(args) -> int:
     from agent.commands.show import make_console
     from agent.analysis import device_and_gpu
     from agent.board.files import load_board, open_board
-    from agent.board.records import ERROR, INTERRUPTED, MISSING, PENDING, TASK_ERROR, LeaderboardError
+    from agent.board.records import ERROR, HARNESS_ERROR, INTERRUPTED, MISSING, PENDING, TASK_ERROR, LeaderboardError
     from agent.board.render import rich_board
     from agent.board.runner import BoardRunner
     from agent.kernelbench.names import outside_selection, suite_tasks
@@ -222,7 +222,8 @@ def run(args) -> int:
     if runner.interrupted:
         print(f"interrupted; continue with: {resume_command(args, name)}", file=sys.stderr)
         return 130
-    unrun = [r.task for r in board.rows if r.status in (ERROR, INTERRUPTED, MISSING, PENDING, TASK_ERROR)]
+    unrun = [r.task for r in board.rows
+             if r.status in (ERROR, HARNESS_ERROR, INTERRUPTED, MISSING, PENDING, TASK_ERROR)]
     return 1 if unrun else 0
 
 
@@ -264,10 +265,11 @@ class _Progress:
     def _stats(self) -> str:
         from agent.fastp import fast_p
 
-        outcomes = [r.outcome("eager") for r in self.rows]
+        counted = [r for r in self.rows if r.counted]   # a harness error is no kernel's result (agent.board.records)
+        outcomes = [r.outcome("eager") for r in counted]
         timeable = self.board.device != "cpu"
         f1 = fast_p(outcomes, 1.0, timeable=timeable) if outcomes else None
-        f1c = fast_p([r.outcome("compile") for r in self.rows], 1.0, timeable=timeable) if outcomes else None
+        f1c = fast_p([r.outcome("compile") for r in counted], 1.0, timeable=timeable) if outcomes else None
         text = f"passing {self.passing}/{self.done}"
         if f1 is not None:
             text += f"  fast_1 so far: eager {f1.text()}, compile {f1c.text()}"

@@ -41,7 +41,7 @@ FIELDS = {
     "sol": "sol", "patience": "patience", "budget_usd": "budget_usd", "budget_tokens": "budget_tokens",
     "timeout": "timeout_s", "device": "device", "keep_going": "keep_going",
     "verify_timeout": "verify_timeout_s", "timing": "timing", "results": "results_dir",
-    "small_shapes": "small_shapes",
+    "small_shapes": "small_shapes", "memory_budget": "memory_budget_gib",
 }
 
 
@@ -94,6 +94,9 @@ def add_optimize_flags(p) -> None:
     p.add_argument("--small-shapes", type=small_shapes, metavar="NAME=VALUE,...",
                    help="on the CPU: check on these values of the task's module-level size constants "
                         "(e.g. batch_size=7,dim=129) instead of its small or derived shapes")
+    p.add_argument("--memory-budget", type=positive_float, metavar="GIB",
+                   help="memory one verification may hold at once on its device, both processes together "
+                        "(default: the GPU's free memory; on a CPU the host's available memory)")
 
 
 def config_from_args(args, base: OptimizeConfig | None = None) -> OptimizeConfig:

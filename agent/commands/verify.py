@@ -61,6 +61,9 @@ def register(sub) -> None:
                    help="on the CPU: check on these values of the task's module-level size constants "
                         "(e.g. batch_size=7,dim=129) instead of its small or derived shapes")
     p.add_argument("--no-baselines", action="store_true", help="skip the torch.compile baselines")
+    p.add_argument("--memory-budget", type=positive_float, metavar="GIB",
+                   help="memory the verification may hold at once on its device, both processes together "
+                        "(default: the GPU's free memory; on a CPU the host's available memory)")
     p.add_argument("--reps", type=positive_int, default=100, help="timed repetitions (default 100)")
     p.add_argument("--strict", action="store_true",
                    help="GPU and ncu only: also check the claimed time against Nsight Compute's device time for "
@@ -107,7 +110,9 @@ def run(args) -> int:
 
         task = load_task(args.task, small_shapes=args.small_shapes, device=args.device)
         config = VerifyConfig(device=args.device, trials=args.trials, timeout_s=args.timeout,
-                              baselines=not args.no_baselines, reps=args.reps, timing=args.timing)
+                              baselines=not args.no_baselines, reps=args.reps, timing=args.timing,
+                              memory_budget_bytes=None if args.memory_budget is None else
+                              int(args.memory_budget * 2**30))
         try:
             check_verify_config(config)   # argparse bounds the flags; this bounds what reaches the verifier
             called_s = time.monotonic()

@@ -151,7 +151,7 @@ def export_board(board, store: Store, out_dir: str | Path, *, level: int | None 
         if lvl is None:
             result.skipped.append(f"{row.task}: no level (its folder is not named level1, level2, ...; give --level)")
             continue
-        if not row.run_id:
+        if not row.run_id or not row.counted:   # a harness error: kgen failed, no kernel was judged
             result.skipped.append(f"{row.task}: {row.status}, nothing was scored ({row.reason or 'no run'})")
             continue
         run = store.load_run(row.run_id)

@@ -60,12 +60,18 @@ def test_every_flag_sets_its_config_field():
         "--temperature", "0.2", "--candidates", "3", "--max-iters", "7", "--target", "1.5", "--sol", "80",
         "--patience", "2", "--budget-usd", "0.5", "--budget-tokens", "9000", "--timeout", "600", "--device", "cpu",
         "--keep-going", "--verify-timeout", "60", "--timing", "graph", "--results", "out",
-        "--small-shapes", "batch_size=7,dim=129"])
+        "--small-shapes", "batch_size=7,dim=129", "--memory-budget", "40"])
     assert config_from_args(args) == OptimizeConfig(
         backend="cuda", proposer="openai", model="m", base_url="http://h/v1", temperature=0.2, candidates=3,
         max_iters=7, target=1.5, sol=80.0, patience=2, budget_usd=0.5, budget_tokens=9000, timeout_s=600.0,
         device="cpu", keep_going=True, verify_timeout_s=60.0, timing="graph", results_dir="out",
-        small_shapes={"batch_size": 7, "dim": 129})
+        small_shapes={"batch_size": 7, "dim": 129}, memory_budget_gib=40.0)
+
+
+def test_the_memory_budget_reaches_every_verification_in_bytes():
+    config = OptimizeConfig(memory_budget_gib=1.5).verify_config("cuda")
+    assert config.memory_budget_bytes == 3 << 29
+    assert OptimizeConfig().verify_config("cuda").memory_budget_bytes is None
 
 
 def test_an_unknown_timing_method_names_the_flag():

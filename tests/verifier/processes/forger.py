@@ -15,6 +15,7 @@ The job's "source" names the lie (the judge passes the source through untouched)
                  sent as files get zeros
     seeded-lie   (softmax) misreports the checksums of the inputs made from a seed (and answers zeros);
                  inputs sent as files get right answers
+    harness-oom  every forward "fails" with a harness_error problem, as kgen's harness there would say it
     fast-claim   (GPU, softmax) right answers computed with torch, a claimed median of 0.01 ms, and
                  5 ms of sleep per call of a timing block
 """
@@ -85,6 +86,11 @@ def forward_reply(mode: str, request: dict, job: dict) -> dict | bytes:
             tensorfile.write(f"{request['out']}-{j}.t", first)
         return {"reply": "forward", "problem": None, "outputs": ["tensor", "tensor"], "sequence": True,
                 "launches": 1, "aten_ops": [], "input_checksums": []}
+    if mode == "harness-oom":
+        return {"reply": "forward", "problem": {
+            "status": "harness_error", "feedback": "",
+            "reason": "kgen ran out of host memory while serving 'forward' in the candidate's process (asked 16.0 "
+                      "GiB, free 1.0 GiB, total 128.0 GiB)"}}
     if mode == "ok-field":
         return {"reply": "forward", "status": "ok", "reason": "correct on every trial"}
     if mode == "ok-problem":
