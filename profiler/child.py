@@ -24,8 +24,11 @@ def write_job(workdir: Path, task, source: str, *, mode: str, count_work: bool, 
     """Write the candidate and the child's job file into `workdir`; return the job's path."""
     candidate = workdir / "candidate.py"
     candidate.write_text(source)
+    # NOTE: a copy beside the candidate: the sandbox's unprivileged uid may not reach the task's own path
+    task_copy = workdir / "task.py"
+    task_copy.write_text(Path(task.path).read_text())
     job = {
-        "task_path": str(Path(task.path).resolve()),
+        "task_path": str(task_copy),
         "candidate_path": str(candidate),
         "result_path": str(workdir / f"result-{mode}.json"),
         "mode": mode,                   # "ncu": one forward in the NVTX range; "fallback": torch profiler

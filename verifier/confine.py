@@ -44,6 +44,7 @@ import ctypes
 import glob
 import json
 import os
+import re
 import signal
 import stat
 import struct
@@ -74,6 +75,12 @@ PR_CAP_AMBIENT_CLEAR_ALL = 4
 SECUREBITS = 0x01 | 0x02 | 0x04 | 0x08 | 0x20 | 0x40 | 0x80
 CAP_V3 = 0x20080522
 SANDBOX_HOSTNAME = b"kgen-sandbox"
+PR_SET_DUMPABLE = 4
+SANDBOX_UID = SANDBOX_GID = 65534   # "nobody": owns nothing of the host's
+MAX_REACH_ROUNDS = 4                # closed directories nested inside bound-back ones, at most this deep
+
+USAGE = "python -m verifier.confine [--report-fd=N] [--profiler] [--share-network] [--uid=N] [--own=DIR]... " \
+        "DIR... -- PROGRAM ARGS..."
 
 _libc = ctypes.CDLL(None, use_errno=True)
 
@@ -107,38 +114,63 @@ def _under(path: str, roots) -> bool:
 def _bind_back(fd: int, target: str, kind: str, writable: bool) -> None:
     """Bind the inode behind fd (opened before it was hidden) onto target, creating the mount point."""
     if not os.path.exists(target):
-        if kind == "dir":
-            os.makedirs(target, exist_ok=True)
-        else:
-            os.makedirs(os.path.dirname(target), exist_ok=True)
+        _makedirs(target if kind == "dir" else os.path.dirname(target))
+        if kind != "dir":
             open(target, "w").close()
     _mount(f"/proc/self/fd/{fd}", target, None, MS_BIND | (MS_REC if writable else 0))
 
 
-def build_file_system(writable: list[str], readable: list[str]) -> dict:
-    """Make the mount namespace's file system (module docstring); returns what holds and what failed.
+def _makedirs(path: str) -> None:
+    """mkdir -p, each new directory mode 0755 whatever the umask: mount points on a tmpfs another uid walks through."""
+    missing = []
+    while not os.path.exists(path):
+        missing.append(path)
+        path = os.path.dirname(path)
+    for d in reversed(missing):
+        os.mkdir(d)
+        os.chmod(d, 0o755)
 
-    Must run in a fresh mount namespace, in the new PID namespace (for /proc), before capabilities go."""
-    problems: list[str] = []
-    done: dict = {}
-    _mount(None, "/", None, MS_REC | MS_PRIVATE)   # nothing done here reaches the host's mounts
-    keep_rw = [os.path.realpath(d) for d in writable if os.path.isdir(d)]
-    hidden = [h for h in HIDDEN if os.path.isdir(h) and not os.path.islink(h)]
-    # what must survive the hiding: opened now, bound back after
+
+def _traversable(path: str, uid: int, gid: int) -> bool:
+    """Whether uid (primary group gid, no others) may search the directory, by its mode bits."""
+    st = os.stat(path)
+    bit = 0o100 if st.st_uid == uid else 0o010 if st.st_gid == gid else 0o001
+    return bool(st.st_mode & bit)
+
+
+def closed_ancestors(paths, uid: int, gid: int) -> list[str]:
+    """The outermost directory above each path (the path itself excluded) that uid cannot search; sorted."""
+    found = set()
+    for path in paths:
+        parts = os.path.realpath(path).split("/")[1:-1]
+        for i in range(len(parts)):
+            d = "/" + "/".join(parts[:i + 1])
+            try:
+                if not _traversable(d, uid, gid):
+                    found.add(d)
+                    break
+            except OSError:
+                break
+    return sorted(d for d in found if not _under(d, found - {d}))
+
+
+def _hide(dirs: list[str], keep_rw: list[str], readable: list[str], problems: list[str], mode: str) -> None:
+    """Put an empty tmpfs over each of dirs, then bind back (at the same paths) the writable directories and the
+    readable paths under them: outside those, nothing of what was there can be reached."""
     back: list[tuple[int, str, str, bool]] = []
     for path in keep_rw:
-        if _under(path, hidden):
+        if _under(path, dirs):
             back.append((os.open(path, os.O_PATH | os.O_CLOEXEC), path, "dir", True))
-    for path in dict.fromkeys(os.path.realpath(p) for p in readable if os.path.exists(p)):
-        if _under(path, hidden) and not _under(path, keep_rw):
+    for path in readable:
+        if _under(path, dirs) and not _under(path, keep_rw):
             back.append((os.open(path, os.O_PATH | os.O_CLOEXEC), path, "dir" if os.path.isdir(path) else "file",
                          False))
     # NOTE: outermost first, so that a writable directory inside a read-only one (a scratch directory under
     # a PYTHONPATH entry) is bound on top of it, not hidden under it
     back.sort(key=lambda entry: entry[1].rstrip("/").count("/"))
-    for h in hidden:
+    for h in dirs:
         try:
-            _mount("tmpfs", h, "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777" if h != "/run" else "mode=0755")
+            _mount("tmpfs", h, "tmpfs", MS_NOSUID | MS_NODEV, mode)
         except OSError as exc:
             problems.append(str(exc))
     for fd, path, kind, rw in back:
@@ -148,6 +180,31 @@ def build_file_system(writable: list[str], readable: list[str]) -> dict:
             problems.append(str(exc))
         finally:
             os.close(fd)
+
+
+def build_file_system(writable: list[str], readable: list[str], reach: tuple[int, int] | None = None) -> dict:
+    """Make the mount namespace's file system (module docstring); returns what holds and what failed.
+
+    reach: (uid, gid) that will run the program: every directory it cannot search above a readable or
+    writable path (/root, mode 0700, above a pyenv interpreter) is replaced by a tmpfs holding only those
+    paths, bound back. Must run in a fresh mount namespace, in the new PID namespace (for /proc), before
+    capabilities go."""
+    problems: list[str] = []
+    done: dict = {}
+    _mount(None, "/", None, MS_REC | MS_PRIVATE)   # nothing done here reaches the host's mounts
+    keep_rw = [os.path.realpath(d) for d in writable if os.path.isdir(d)]
+    readable = list(dict.fromkeys(os.path.realpath(p) for p in readable if os.path.exists(p)))
+    hidden = [h for h in HIDDEN if os.path.isdir(h) and not os.path.islink(h)]
+    _hide(hidden, keep_rw, readable, problems, "mode=0755")
+    opened: list[str] = []
+    for _ in range(MAX_REACH_ROUNDS if reach else 0):
+        closed = [d for d in closed_ancestors(keep_rw + readable, *reach) if d not in opened]
+        if not closed:
+            break
+        _hide(closed, keep_rw, readable, problems, "mode=0755")
+        opened += closed
+    done["opened"] = opened
+    hidden += opened
     for path in keep_rw:
         if not _under(path, hidden):
             _mount(path, path, None, MS_BIND | MS_REC)
@@ -234,9 +291,11 @@ def _minimal_dev(hidden: list[str]) -> str:
     return " ".join(kept)
 
 
-def drop_capabilities(keep: tuple[int, ...] = ()) -> None:
+def drop_capabilities(keep: tuple[int, ...] = (), become: tuple[int, int] | None = None) -> None:
     """Every capability out of the bounding, ambient, inheritable, permitted and effective sets (but `keep`),
-    the securebits locked so that no exec (as uid 0) gets them back. OSError on failure."""
+    the securebits locked so that no exec (as uid 0) gets them back; with `become` (uid, gid), the uid, the
+    gid and no supplementary groups switched to it on the way (the last moment CAP_SETUID is there). OSError
+    on failure."""
     _check(_libc.prctl(PR_SET_SECUREBITS, SECUREBITS, 0, 0, 0), "prctl(PR_SET_SECUREBITS)")
     with open("/proc/sys/kernel/cap_last_cap") as f:
         last = int(f.read())
@@ -244,10 +303,134 @@ def drop_capabilities(keep: tuple[int, ...] = ()) -> None:
         if cap not in keep:
             _check(_libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0), f"prctl(PR_CAPBSET_DROP, {cap})")
     _check(_libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0), "prctl(PR_CAP_AMBIENT_CLEAR_ALL)")
+    if become is not None:
+        _switch_user(*become)
     mask = sum(1 << c for c in keep)
     header = struct.pack("Ii", CAP_V3, 0)
     data = struct.pack("IIIIII", mask & 0xFFFFFFFF, mask & 0xFFFFFFFF, 0, mask >> 32, mask >> 32, 0)
     _check(_libc.capset(ctypes.c_char_p(header), ctypes.c_char_p(data)), "capset")
+
+
+def _switch_user(uid: int, gid: int) -> None:
+    """Real, effective and saved uid and gid to (uid, gid), no supplementary groups; checked. OSError on failure."""
+    os.setgroups([])
+    os.setresgid(gid, gid, gid)
+    os.setresuid(uid, uid, uid)
+    if os.getresuid() != (uid, uid, uid) or os.getresgid() != (gid, gid, gid) or os.getgroups():
+        raise OSError(1, f"the switch to uid {uid} did not hold")
+
+
+def program_paths(program: list[str]) -> list[str]:
+    """What the program must read: the paths in its argv, its executable (found on PATH, and where its
+    links lead), the PYTHONPATH entries, and this interpreter's own (its prefixes, sys.path, torch's and
+    triton's packages): the launcher is the interpreter kgen's programs run under."""
+    import importlib.util
+    import shutil
+
+    paths = [p for p in program if os.path.isabs(p) or os.sep in p]
+    exe = shutil.which(program[0])
+    if exe:
+        paths.append(exe)
+    paths += [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    paths += [sys.executable, sys.prefix, sys.exec_prefix, sys.base_prefix, sys.base_exec_prefix]
+    paths += [p for p in sys.path if os.path.isabs(p)]
+    for name in ("torch", "triton"):
+        try:
+            spec = importlib.util.find_spec(name)
+        except (ImportError, ValueError):
+            spec = None
+        if spec is not None and spec.origin:
+            paths.append(spec.origin)
+    found = [p for p in paths if os.path.exists(p)]
+    return list(dict.fromkeys(found + [os.path.realpath(p) for p in found]))
+
+
+def _hand_over(own: list[str], uid: int, gid: int, changed: list[tuple[str, int, int]]) -> None:
+    """chown the sandbox's own directories (and the directories and named pipes in them, not their regular
+    files: those stay kgen's, readable) to uid:gid; what was changed, with its owner before, goes to `changed`
+    as it goes (OSError: what was done so far is there to give back)."""
+    for top in own:
+        todo = [top]
+        while todo:
+            path = todo.pop()
+            st = os.lstat(path)
+            if stat.S_ISDIR(st.st_mode):
+                todo += [e.path for e in os.scandir(path)]
+            elif not stat.S_ISFIFO(st.st_mode):
+                continue
+            if (st.st_uid, st.st_gid) != (uid, gid):
+                os.lchown(path, uid, gid)
+                changed.append((path, st.st_uid, st.st_gid))
+
+
+def _give_back(changed: list[tuple[str, int, int]]) -> None:
+    for path, uid, gid in reversed(changed):
+        try:
+            os.lchown(path, uid, gid)
+        except OSError:
+            pass
+
+
+def probe_user(uid: int, gid: int, program: list[str], readable: list[str], writable: list[str]) -> str:
+    """Whether uid can run the program here: "" or why not ("/root is not searchable by uid 65534").
+
+    A forked child switches to (uid, gid), checks it can search and read every readable path, execute the
+    program and write every writable directory (the kernel's own access checks, ACLs included), then, when
+    the program is a Python interpreter, runs it (`-c pass`: its libraries, stdlib and site-packages' .pth
+    files) as that uid."""
+    import shutil
+
+    read_fd, write_fd = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(read_fd)
+        try:
+            _switch_user(uid, gid)
+            why = _access_problem(uid, program, readable, writable)
+            exe = shutil.which(program[0])
+            if not why and exe and re.fullmatch(r"python[0-9.]*", os.path.basename(os.path.realpath(exe))):
+                os.write(write_fd, f"uid {uid} cannot start {exe}".encode())
+                null = os.open(os.devnull, os.O_RDWR)
+                for fd in (0, 1, 2):
+                    os.dup2(null, fd)
+                os.set_inheritable(write_fd, True)
+                os.execv(exe, [exe, "-c", "import os; os.write(%d, b'\\nok')" % write_fd])
+            os.write(write_fd, why.encode())
+        except BaseException as exc:  # noqa: BLE001
+            os.write(write_fd, f"uid {uid}: {exc}".encode())
+        os._exit(0)
+    os.close(write_fd)
+    chunks = []
+    while chunk := os.read(read_fd, 4096):
+        chunks.append(chunk)
+    os.close(read_fd)
+    _, status = os.waitpid(pid, 0)
+    said = b"".join(chunks).decode(errors="replace")
+    if said.endswith("\nok") and os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0:
+        return ""
+    return said.split("\n")[0] or f"the probe as uid {uid} {'died' if os.WIFSIGNALED(status) else 'failed'}"
+
+
+def _access_problem(uid: int, program: list[str], readable: list[str], writable: list[str]) -> str:
+    import shutil
+
+    exe = shutil.which(program[0])
+    if not exe:
+        return f"uid {uid} finds no executable {program[0]}"
+    checks = [(exe, os.X_OK, "execute")] + \
+        [(p, os.R_OK | (os.X_OK if os.path.isdir(p) else 0), "read") for p in readable] + \
+        [(d, os.W_OK | os.X_OK, "write") for d in writable]
+    for path, mode, what in checks:
+        if os.access(path, mode):
+            continue
+        # name the outermost directory it cannot search, when that is the reason
+        parts = path.split("/")
+        for i in range(2, len(parts)):
+            d = "/".join(parts[:i])
+            if not os.access(d, os.X_OK):
+                return f"{d} is not searchable by uid {uid} (needed for {path})"
+        return f"{path} is not {'writable' if what == 'write' else what + 'able'} by uid {uid}"
+    return ""
 
 
 def _unshare(flags: int) -> None:
@@ -291,20 +474,29 @@ def _exec(program: list[str]) -> None:
         os._exit(127)
 
 
-def _init(program: list[str], writable: list[str], readable: list[str], report: dict, report_fd: int | None,
-          status_w: int, profiler: bool) -> None:
+def _init(program: list[str], writable: list[str], readable: list[str], own: list[str], become: tuple | None,
+          report: dict, report_fd: int | None, status_w: int, profiler: bool) -> None:
     """PID 1 of the new namespace (module docstring). Never returns."""
     from verifier import seccomp
 
     _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     cwd = os.getcwd()
     report["pid_namespace"] = os.getpid() == 1
+    changed: list[tuple[str, int, int]] = []
+    if become is not None:
+        try:
+            _hand_over(own, *become, changed)
+        except OSError as exc:
+            report["uid_problem"] = f"uid 0: cannot hand the sandbox's directories to uid {become[0]}: {exc}"
+            _give_back(changed)
+            become = None
     try:
-        built = build_file_system(writable, readable)
+        built = build_file_system(writable, readable, become)
         report["files"] = not built["problems"]
         report["proc"] = built["proc"]
         report["devices"] = built["devices"]
         report["sockets_masked"] = built["sockets_masked"]
+        report["opened"] = built["opened"]
         report["problems"] += built["problems"]
     except OSError as exc:
         report["files"] = False
@@ -314,34 +506,39 @@ def _init(program: list[str], writable: list[str], readable: list[str], report: 
         _libc.sethostname(SANDBOX_HOSTNAME, len(SANDBOX_HOSTNAME))
     except OSError:
         pass
-    try:
-        # NOTE: none kept for a profiler either: where the driver keeps GPU counters to admins
-        # (RmProfilingAdminOnly: 1), ncu says so and the profiler falls back to its other path
-        drop_capabilities()
-        report["capabilities"] = "none"
-    except OSError as exc:
-        report["capabilities"] = ""
-        report["problems"].append(str(exc))
-    try:
-        seccomp.install(allow_perf=profiler)
-        report["seccomp"] = "perf_event_open allowed (profiler)" if profiler else "on"
-    except (OSError, ValueError) as exc:
-        report["seccomp"] = ""
-        report["problems"].append(f"seccomp: {exc}")
-    with open("/proc/self/status") as f:
-        status = dict(line.split(":", 1) for line in f.read().splitlines() if ":" in line)
-    report["no_new_privs"] = status.get("NoNewPrivs", "").strip() == "1"
-    report["uid"] = os.getuid()
-    _write_report(report_fd, report)
-    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2):
-        signal.signal(sig, signal.SIG_IGN)
+    if become is not None:
+        # NOTE: checked in the file system the program will see, after the sandbox's own directories are its
+        why = probe_user(*become, program, readable, writable)
+        if why:
+            _give_back(changed)
+            report["uid_problem"] = f"uid 0: {why}"
+            become = None
+    go_r, go_w = os.pipe()
     child = os.fork()
     if child == 0:
         os.close(status_w)
-        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2,
-                    signal.SIGPIPE):
-            signal.signal(sig, signal.SIG_DFL)
-        _exec(program)
+        os.close(go_w)
+        _program(program, become, report, report_fd, go_r, profiler)
+    os.close(go_r)
+    if report_fd is not None:
+        os.close(report_fd)
+    # The init's own confinement: a program that shares its uid (the fallback) must not reach it either.
+    # NOTE: not dumpable: /proc/1/mem, environ, fd/ and the like need CAP_SYS_PTRACE, which nothing here has
+    init: list[str] = []
+    if _libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
+        init.append(f"prctl(PR_SET_DUMPABLE): {os.strerror(ctypes.get_errno())}")
+    try:
+        drop_capabilities()
+    except OSError as exc:
+        init.append(str(exc))
+    try:
+        seccomp.install(allow_perf=profiler)
+    except (OSError, ValueError) as exc:
+        init.append(f"seccomp: {exc}")
+    os.write(go_w, json.dumps(init).encode())
+    os.close(go_w)
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2):
+        signal.signal(sig, signal.SIG_IGN)
     # reap everything until the program ends; its status goes to the launcher
     while True:
         try:
@@ -357,10 +554,53 @@ def _init(program: list[str], writable: list[str], readable: list[str], report: 
     os._exit(0)
 
 
+def _program(program: list[str], become: tuple | None, report: dict, report_fd: int | None, go_r: int,
+             profiler: bool) -> None:
+    """The program's process (PID 2), between fork and exec: it waits for the init to confine itself, confines
+    itself (the uid switch with the capability drop, seccomp), reports what holds for it, and execs."""
+    from verifier import seccomp
+
+    chunks = []
+    while chunk := os.read(go_r, 4096):
+        chunks.append(chunk)
+    os.close(go_r)
+    try:
+        init = json.loads(b"".join(chunks) or b'["the init ended"]')
+    except ValueError:
+        init = ["the init said nothing readable"]
+    report["init"] = "not dumpable, no capabilities, seccomp" if not init else "; ".join(init)
+    report["problems"] += [f"init: {p}" for p in init]
+    try:
+        # NOTE: none kept for a profiler either: where the driver keeps GPU counters to admins
+        # (RmProfilingAdminOnly: 1), ncu says so and the profiler falls back to its other path
+        drop_capabilities(become=become)
+        report["capabilities"] = "none"
+    except OSError as exc:
+        report["capabilities"] = ""
+        report["problems"].append(str(exc))
+        if become is not None and os.getuid() != become[0]:
+            report["uid_problem"] = f"uid {os.getuid()}: {exc}"
+    try:
+        seccomp.install(allow_perf=profiler)
+        report["seccomp"] = "perf_event_open allowed (profiler)" if profiler else "on"
+    except (OSError, ValueError) as exc:
+        report["seccomp"] = ""
+        report["problems"].append(f"seccomp: {exc}")
+    with open("/proc/self/status") as f:
+        status = dict(line.split(":", 1) for line in f.read().splitlines() if ":" in line)
+    report["no_new_privs"] = status.get("NoNewPrivs", "").strip() == "1"
+    report["uid"], report["gid"] = os.getuid(), os.getgid()
+    _write_report(report_fd, report)
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2,
+                signal.SIGPIPE):
+        signal.signal(sig, signal.SIG_DFL)
+    _exec(program)
+
+
 def launch(args: list[str]) -> None:
     """The launcher's main (module docstring). Never returns."""
     if "--" not in args:
-        raise SystemExit("usage: python -m verifier.confine [--report-fd=N] [--profiler] [--share-network] DIR... -- PROGRAM ARGS...")
+        raise SystemExit(f"usage: {USAGE}")
     split = args.index("--")
     options, program = args[:split], args[split + 1:]
     if not program:
@@ -368,9 +608,10 @@ def launch(args: list[str]) -> None:
     report_fd = next((int(o.split("=", 1)[1]) for o in options if o.startswith("--report-fd=")), None)
     profiler = "--profiler" in options
     share_network = "--share-network" in options
-    writable = [o for o in options if not o.startswith("--")]
-    readable = [p for p in program if os.path.isabs(p) or os.sep in p] + \
-        [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    own = [o.split("=", 1)[1] for o in options if o.startswith("--own=")]
+    asked = next((int(o.split("=", 1)[1]) for o in options if o.startswith("--uid=")), None)
+    writable = [o for o in options if not o.startswith("--")] + own
+    readable = program_paths(program)
     if report_fd is not None:
         os.set_inheritable(report_fd, False)
     flags = CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS | (0 if share_network else CLONE_NEWNET)
@@ -378,6 +619,14 @@ def launch(args: list[str]) -> None:
     if user_ns:
         flags |= CLONE_NEWUSER
     report: dict = {"problems": [], "user_namespace": user_ns}
+    become = None
+    if user_ns:
+        report["uid_problem"] = f"kgen's own uid {os.geteuid()}: kgen is not root, and a user namespace it makes " \
+                                f"can map only that uid"
+    elif asked == 0:
+        report["uid_problem"] = "uid 0: kept as asked (--uid=0)"
+    else:
+        become = (asked or SANDBOX_UID, asked or SANDBOX_GID)
     try:
         _unshare(flags)
         report["network"] = not share_network
@@ -391,7 +640,7 @@ def launch(args: list[str]) -> None:
     if pid == 0:
         os.close(status_r)
         try:
-            _init(program, writable, readable, report, report_fd, status_w, profiler)
+            _init(program, writable, readable, own, become, report, report_fd, status_w, profiler)
         finally:
             os._exit(126)
     os.close(status_w)

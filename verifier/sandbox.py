@@ -133,6 +133,8 @@ MAX_FILE_BYTES = 1 << 30   # largest file the child may write
 WATCH_INTERVAL_S = 0.1
 PROFILERS = ("ncu", "nv-nsight-cu-cli")   # programs that read GPU counters: perf_event_open stays allowed
 MAX_IDLE_S = 1800.0        # longest a pre-started child may wait for its job before the watchdog kills it
+# the compile caches a candidate writes: kgen's shared ones, or (the unprivileged uid) its sandbox's own
+PRIVATE_CACHES = {"TRITON_CACHE_DIR": "triton", "TORCH_EXTENSIONS_DIR": "torch_extensions", "CUPY_CACHE_DIR": "cupy"}
 
 
 @dataclass
@@ -182,10 +184,26 @@ def scrubbed_env(extra: dict[str, str] | None = None) -> dict[str, str]:
 
 
 def _launcher(writable: list[str], report_fd: int | None = None, *, profiler: bool = False,
-              share_network: bool = False) -> list[str]:
+              share_network: bool = False, own: list[str] = ()) -> list[str]:
     options = ([f"--report-fd={report_fd}"] if report_fd is not None else []) + \
-        (["--profiler"] if profiler else []) + (["--share-network"] if share_network else [])
+        (["--profiler"] if profiler else []) + (["--share-network"] if share_network else []) + \
+        [f"--own={d}" for d in own]
     return [sys.executable, "-m", "verifier.confine", *options, *writable, "--"]
+
+
+def drops_uid() -> bool:
+    """Whether the launcher will try to run the program as its unprivileged uid (kgen is root: it can switch)."""
+    return os.geteuid() == 0
+
+
+def private_to_kgen(path: Path) -> bool:
+    """A directory kgen owns that nobody else may enter (mode 0700 or tighter): handing it to the sandbox's
+    uid shows it to no one new."""
+    try:
+        st = path.stat()
+    except OSError:
+        return False
+    return path.is_dir() and st.st_uid == os.geteuid() and not st.st_mode & 0o077
 
 
 @functools.lru_cache(maxsize=1)
@@ -193,12 +211,12 @@ def confinement() -> dict:
     """What the OS confinement achieves on this machine (the launcher's report for a trivial program), probed once.
 
     Keys as in verifier.confine's report: pid_namespace, network, files, proc, devices, capabilities,
-    seccomp, no_new_privs, uid, problems. Used by the tests to skip what this machine cannot do; a
+    seccomp, no_new_privs, uid, uid_problem (why uid is 0, when it is), init, problems. Used by the tests to skip what this machine cannot do; a
     Sandbox reports what held for its own run."""
     probe_dir = Path(tempfile.mkdtemp(prefix="kgen-probe-"))
     read_fd, write_fd = os.pipe()
     try:
-        cmd = _launcher([str(probe_dir)], write_fd) + [sys.executable, "-c", "pass"]
+        cmd = _launcher([], write_fd, own=[str(probe_dir)]) + [sys.executable, "-c", "pass"]
         subprocess.run(cmd, capture_output=True, timeout=60, env=scrubbed_env(), cwd=probe_dir, pass_fds=(write_fd,))
         os.close(write_fd)
         write_fd = -1
@@ -228,24 +246,41 @@ def file_confinement() -> tuple[bool, str]:
 
 
 # Each property the confinement promises, and the note for a run where it held (from the launcher's report).
-PROPERTIES = ("pid namespace", "user", "no_new_privs", "seccomp", "network", "files", "memory cap", "pids cap")
+PROPERTIES = ("pid namespace", "user", "unprivileged uid", "no_new_privs", "seccomp", "network", "files", "memory cap",
+              "pids cap")
+CONFINE_PROPERTIES = PROPERTIES[:-2]   # those the launcher's report covers
+
+
+def unprivileged_uid(report: dict) -> tuple[bool, str]:
+    """(whether the program ran as an unprivileged uid of the host, why not): a user namespace's uid 0 is kgen's."""
+    uid = report.get("uid")
+    if type(uid) is int and uid != 0 and not report.get("user_namespace"):
+        return True, ""
+    return False, str(report.get("uid_problem") or (f"uid {uid}" if uid is not None else "no uid reported"))[:240]
 
 
 def confinement_notes(report: dict | None, *, asked: bool = True) -> tuple[list[str], list[str]]:
-    """(one note per property that the launcher's report covers, the properties NOT in force)."""
+    """(one note per property that the launcher's report covers, the properties NOT in force).
+
+    A missing "unprivileged uid" carries its reason: "unprivileged uid (uid 0: /root is not searchable by ...)"."""
     if not asked:
-        return ["pid namespace, user, no_new_privs, seccomp, network, files: not confined (not asked)"], \
-            ["pid namespace", "user", "no_new_privs", "seccomp", "network", "files"]
+        return [f"{', '.join(CONFINE_PROPERTIES)}: not confined (not asked)"], list(CONFINE_PROPERTIES)
     report = report or {}
     problems = "; ".join(str(p) for p in report.get("problems", []))[:240]
     why = f" ({problems})" if problems else (" (no report from the launcher)" if not report else "")
+    uid_ok, uid_why = unprivileged_uid(report)
+    uid = report.get("uid", "?")
     held = {
-        "pid namespace": (bool(report.get("pid_namespace")) and bool(report.get("proc")),
-                          "pid namespace: own, with a fresh /proc (kgen and the host's processes are not visible)"),
+        "pid namespace": (bool(report.get("pid_namespace")) and bool(report.get("proc"))
+                          and str(report.get("init", "")).startswith("not dumpable"),
+                          "pid namespace: own, with a fresh /proc (kgen and the host's processes are not visible); "
+                          f"its init: {report.get('init')}"),
         "user": (report.get("capabilities") == "none",
-                 f"user: uid {report.get('uid', '?')}"
-                 f"{' of a user namespace' if report.get('user_namespace') else ' (host)'}, every capability dropped "
-                 f"and the securebits locked"),
+                 f"user: uid {uid}"
+                 f"{' of a user namespace' if report.get('user_namespace') else ''}, gid {report.get('gid', '?')}, "
+                 f"no supplementary groups, every capability dropped and the securebits locked"),
+        "unprivileged uid": (uid_ok, f"unprivileged uid: {uid} (owns nothing of the host's; the sandbox's own "
+                                     f"directories handed to it)"),
         "no_new_privs": (bool(report.get("no_new_privs")), "no_new_privs: set"),
         "seccomp": (bool(report.get("seccomp")), f"seccomp: filter on ({report.get('seccomp')}): ptrace, setns, "
                                                  f"unshare, mount, pidfd_*, bpf, keyctl, ... denied with EPERM"),
@@ -253,10 +288,15 @@ def confinement_notes(report: dict | None, *, asked: bool = True) -> tuple[list[
         "files": (bool(report.get("files")),
                   "files: read-only outside the sandbox's directory, the caller's directory and the compile caches; "
                   f"/run private and empty; named sockets under /tmp masked ({report.get('sockets_masked', 0)}); "
-                  f"/dev only: {report.get('devices') or '?'}"),
+                  f"/dev only: {report.get('devices') or '?'}"
+                  + (f"; shown only in part: {', '.join(report['opened'])}" if report.get("opened") else "")),
     }
     notes, missing = [], []
     for name, (ok, note) in held.items():
+        if name == "unprivileged uid" and not ok:
+            notes.append(f"unprivileged uid: NOT in force ({uid_why})")
+            missing.append(f"unprivileged uid ({uid_why})")
+            continue
         notes.append(note if ok else f"{name}: NOT in force{why}")
         if not ok:
             missing.append(name)
@@ -756,13 +796,21 @@ class Sandbox:
         # NOTE: inductor's cache goes inside the sandbox's own directory, never to a shared /tmp path that the
         # read-only file system would refuse (and that an earlier job could have filled).
         env.update(HOME=str(workdir), TMPDIR=str(workdir), TORCHINDUCTOR_CACHE_DIR=str(workdir / "torchinductor"))
-        caches = [env[d] for d in ("TRITON_CACHE_DIR", "TORCH_EXTENSIONS_DIR", "CUPY_CACHE_DIR")]
+        private = confined and drops_uid()
+        if private:
+            # NOTE: the unprivileged uid compiles into caches of this sandbox alone: kgen's shared ones stay
+            # root's (no chown of them, and no candidate leaves a kernel there for the next one to load)
+            env.update({name: str(workdir / "cache" / sub) for name, sub in PRIVATE_CACHES.items()})
+        caches = [env[d] for d in PRIVATE_CACHES]
         for d in caches:
             Path(d).mkdir(parents=True, exist_ok=True)
         if not confined:
             return env, list(argv)
-        writable = [str(workdir)] + ([str(Path(cwd).resolve())] if cwd else []) + caches
-        return env, _launcher(writable, report_fd, profiler=profiler, share_network=share_network) + list(argv)
+        here = Path(cwd).resolve() if cwd else None
+        own = [str(workdir)] + ([str(here)] if here and private and private_to_kgen(here) else [])
+        writable = ([str(here)] if here and str(here) not in own else []) + \
+            ([] if private else [d for d in caches if not d.startswith(str(workdir) + os.sep)])
+        return env, _launcher(writable, report_fd, profiler=profiler, share_network=share_network, own=own) + list(argv)
 
     def _isolation(self, limit_note: str) -> tuple[list[str], list[str]]:
         """The notes for this run (what held, from the launcher's own report) and the properties not in force."""
