@@ -80,7 +80,7 @@ SANDBOX_UID = SANDBOX_GID = 65534   # "nobody": owns nothing of the host's
 MAX_REACH_ROUNDS = 4                # closed directories nested inside bound-back ones, at most this deep
 
 USAGE = "python -m verifier.confine [--report-fd=N] [--profiler] [--share-network] [--uid=N] [--own=DIR]... " \
-        "DIR... -- PROGRAM ARGS..."
+        "[--share=DIR]... DIR... -- PROGRAM ARGS..."
 
 _libc = ctypes.CDLL(None, use_errno=True)
 
@@ -345,10 +345,20 @@ def program_paths(program: list[str]) -> list[str]:
     return list(dict.fromkeys(found + [os.path.realpath(p) for p in found]))
 
 
-def _hand_over(own: list[str], uid: int, gid: int, changed: list[tuple[str, int, int]]) -> None:
-    """chown the sandbox's own directories (and the directories and named pipes in them, not their regular
-    files: those stay kgen's, readable) to uid:gid; what was changed, with its owner before, goes to `changed`
-    as it goes (OSError: what was done so far is there to give back)."""
+def _hand_over(own: list[str], shared: list[str], uid: int, gid: int, changed: list[tuple[str, int, int, int]]) -> None:
+    """Make the sandbox's directories the uid's to use, each change recorded in `changed` as it is made (owner
+    and mode before; on OSError what was done so far is there to give back):
+    - own (the sandbox's directory: the program's cwd, HOME, caches): chown to uid:gid, with the directories
+      and named pipes in it;
+    - shared (the caller's exchange directory, where kgen's files lie beside the program's): group gid, mode
+      1770: the program creates files there, but cannot change, remove or rename kgen's (sticky, and theirs
+      stay 0644 root's); its named pipes group gid, mode 0660."""
+    def change(path: str, st, owner: tuple[int, int], mode: int | None) -> None:
+        changed.append((path, st.st_uid, st.st_gid, stat.S_IMODE(st.st_mode)))
+        os.lchown(path, *owner)
+        if mode is not None:
+            os.chmod(path, mode)
+
     for top in own:
         todo = [top]
         while todo:
@@ -359,14 +369,21 @@ def _hand_over(own: list[str], uid: int, gid: int, changed: list[tuple[str, int,
             elif not stat.S_ISFIFO(st.st_mode):
                 continue
             if (st.st_uid, st.st_gid) != (uid, gid):
-                os.lchown(path, uid, gid)
-                changed.append((path, st.st_uid, st.st_gid))
+                change(path, st, (uid, gid), None)
+    for top in shared:
+        st = os.lstat(top)
+        change(top, st, (st.st_uid, gid), 0o1770)
+        for entry in os.scandir(top):
+            st = entry.stat(follow_symlinks=False)
+            if stat.S_ISFIFO(st.st_mode) and st.st_uid == os.geteuid():
+                change(entry.path, st, (st.st_uid, gid), 0o660)
 
 
-def _give_back(changed: list[tuple[str, int, int]]) -> None:
-    for path, uid, gid in reversed(changed):
+def _give_back(changed: list[tuple[str, int, int, int]]) -> None:
+    for path, uid, gid, mode in reversed(changed):
         try:
             os.lchown(path, uid, gid)
+            os.chmod(path, mode)
         except OSError:
             pass
 
@@ -474,7 +491,8 @@ def _exec(program: list[str]) -> None:
         os._exit(127)
 
 
-def _init(program: list[str], writable: list[str], readable: list[str], own: list[str], become: tuple | None,
+def _init(program: list[str], writable: list[str], readable: list[str], own: list[str], shared: list[str],
+          become: tuple | None,
           report: dict, report_fd: int | None, status_w: int, profiler: bool) -> None:
     """PID 1 of the new namespace (module docstring). Never returns."""
     from verifier import seccomp
@@ -482,10 +500,10 @@ def _init(program: list[str], writable: list[str], readable: list[str], own: lis
     _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     cwd = os.getcwd()
     report["pid_namespace"] = os.getpid() == 1
-    changed: list[tuple[str, int, int]] = []
+    changed: list[tuple[str, int, int, int]] = []
     if become is not None:
         try:
-            _hand_over(own, *become, changed)
+            _hand_over(own, shared, *become, changed)
         except OSError as exc:
             report["uid_problem"] = f"uid 0: cannot hand the sandbox's directories to uid {become[0]}: {exc}"
             _give_back(changed)
@@ -609,8 +627,9 @@ def launch(args: list[str]) -> None:
     profiler = "--profiler" in options
     share_network = "--share-network" in options
     own = [o.split("=", 1)[1] for o in options if o.startswith("--own=")]
+    shared = [o.split("=", 1)[1] for o in options if o.startswith("--share=")]
     asked = next((int(o.split("=", 1)[1]) for o in options if o.startswith("--uid=")), None)
-    writable = [o for o in options if not o.startswith("--")] + own
+    writable = [o for o in options if not o.startswith("--")] + own + shared
     readable = program_paths(program)
     if report_fd is not None:
         os.set_inheritable(report_fd, False)
@@ -640,7 +659,7 @@ def launch(args: list[str]) -> None:
     if pid == 0:
         os.close(status_r)
         try:
-            _init(program, writable, readable, own, become, report, report_fd, status_w, profiler)
+            _init(program, writable, readable, own, shared, become, report, report_fd, status_w, profiler)
         finally:
             os._exit(126)
     os.close(status_w)

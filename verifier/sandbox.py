@@ -134,6 +134,7 @@ WATCH_INTERVAL_S = 0.1
 PROFILERS = ("ncu", "nv-nsight-cu-cli")   # programs that read GPU counters: perf_event_open stays allowed
 MAX_IDLE_S = 1800.0        # longest a pre-started child may wait for its job before the watchdog kills it
 # the compile caches a candidate writes: kgen's shared ones, or (the unprivileged uid) its sandbox's own
+PRIVATE_CACHE_DIR = ".cache"   # in the sandbox's directory
 PRIVATE_CACHES = {"TRITON_CACHE_DIR": "triton", "TORCH_EXTENSIONS_DIR": "torch_extensions", "CUPY_CACHE_DIR": "cupy"}
 
 
@@ -184,10 +185,10 @@ def scrubbed_env(extra: dict[str, str] | None = None) -> dict[str, str]:
 
 
 def _launcher(writable: list[str], report_fd: int | None = None, *, profiler: bool = False,
-              share_network: bool = False, own: list[str] = ()) -> list[str]:
+              share_network: bool = False, own: list[str] = (), shared: list[str] = ()) -> list[str]:
     options = ([f"--report-fd={report_fd}"] if report_fd is not None else []) + \
         (["--profiler"] if profiler else []) + (["--share-network"] if share_network else []) + \
-        [f"--own={d}" for d in own]
+        [f"--own={d}" for d in own] + [f"--share={d}" for d in shared]
     return [sys.executable, "-m", "verifier.confine", *options, *writable, "--"]
 
 
@@ -800,17 +801,17 @@ class Sandbox:
         if private:
             # NOTE: the unprivileged uid compiles into caches of this sandbox alone: kgen's shared ones stay
             # root's (no chown of them, and no candidate leaves a kernel there for the next one to load)
-            env.update({name: str(workdir / "cache" / sub) for name, sub in PRIVATE_CACHES.items()})
+            env.update({name: str(workdir / PRIVATE_CACHE_DIR / sub) for name, sub in PRIVATE_CACHES.items()})
         caches = [env[d] for d in PRIVATE_CACHES]
         for d in caches:
             Path(d).mkdir(parents=True, exist_ok=True)
         if not confined:
             return env, list(argv)
         here = Path(cwd).resolve() if cwd else None
-        own = [str(workdir)] + ([str(here)] if here and private and private_to_kgen(here) else [])
-        writable = ([str(here)] if here and str(here) not in own else []) + \
-            ([] if private else [d for d in caches if not d.startswith(str(workdir) + os.sep)])
-        return env, _launcher(writable, report_fd, profiler=profiler, share_network=share_network, own=own) + list(argv)
+        shared = [str(here)] if here and private and private_to_kgen(here) else []
+        writable = ([str(here)] if here and not shared else []) + ([] if private else caches)
+        return env, _launcher(writable, report_fd, profiler=profiler, share_network=share_network,
+                              own=[str(workdir)], shared=shared) + list(argv)
 
     def _isolation(self, limit_note: str) -> tuple[list[str], list[str]]:
         """The notes for this run (what held, from the launcher's own report) and the properties not in force."""
