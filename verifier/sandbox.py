@@ -110,6 +110,7 @@ import resource
 import secrets
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
@@ -666,6 +667,7 @@ class _Held:
                  groups: list["_Cgroup"], workdir: Path):
         self.proc, self.watchdog, self.threads, self.groups, self.workdir = proc, watchdog, threads, groups, workdir
         self.stopped = False
+        self.shared: tuple[Path, os.stat_result] | None = None   # the caller's directory, as it was before
 
     def stop(self) -> None:
         """Kill whatever is left of the child (all of it, stray children of a finished one too) and reap it."""
@@ -688,6 +690,14 @@ class _Held:
         if self.proc.stdin and not self.proc.stdin.closed:
             _write_and_close(self.proc.stdin, b"")
         shutil.rmtree(self.workdir, ignore_errors=True)
+        if self.shared is not None:
+            # NOTE: the caller's directory is its own again (the launcher lent it to the sandbox's uid)
+            path, before = self.shared
+            try:
+                os.chown(path, before.st_uid, before.st_gid)
+                os.chmod(path, stat.S_IMODE(before.st_mode))
+            except OSError:
+                pass
 
 
 class Sandbox:
@@ -733,6 +743,7 @@ class Sandbox:
 
         read_fd, write_fd = os.pipe()
         report_r, report_w = os.pipe() if confined else (-1, -1)
+        shared_before = Path(cwd).resolve().stat() if cwd and confined and drops_uid() else None
         env, command = self._command(argv, workdir, cwd, extra_env, confined, report_w, profiler,
                                      share_network=not isolate_network)
         env["KGEN_RESULT_FD"] = str(write_fd)
@@ -779,6 +790,8 @@ class Sandbox:
             t.start()
         self._proc = proc
         self._held = _Held(proc, self._watchdog, [t for t in started if t is not self._watchdog], made, workdir)
+        if shared_before is not None:
+            self._held.shared = (Path(cwd).resolve(), shared_before)
         # NOTE: the finalizer holds the resources, not self: an unused sandbox that is dropped, or still held
         # when the parent exits, is cleaned up all the same.
         self._release = weakref.finalize(self, self._held.release)
