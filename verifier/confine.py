@@ -1,6 +1,7 @@
-"""The OS confinement of a sandboxed candidate: namespaces, a read-only world, no capabilities, seccomp.
+"""The OS confinement of a sandboxed candidate: namespaces, a read-only world, an unprivileged uid, seccomp.
 
-    python -m verifier.confine [--report-fd=N] [--profiler] [--share-network] DIR... -- PROGRAM ARGS...
+    python -m verifier.confine [--report-fd=N] [--profiler] [--share-network] [--uid=N]
+                               [--own=DIR]... [--share=DIR]... DIR... -- PROGRAM ARGS...
 
 (also reachable as `python -m verifier.sandbox --confine ...`). verifier.sandbox
 puts this launcher in front of the worker's command line. It runs as three processes:
@@ -9,33 +10,66 @@ puts this launcher in front of the worker's command line. It runs as three proce
   IPC and UTS namespaces (plus a user namespace when not root), then one fork.
   It waits, and ends as the program ended (the same exit code, or the same
   signal), so the caller sees the program's status;
-- an init, PID 1 of the new PID namespace: it builds the file system (below),
-  drops every capability, sets no_new_privs, loads the seccomp filter
-  (verifier.seccomp), writes what it achieved to --report-fd as one JSON line,
-  forks the program and reaps orphans until the program ends. When it ends, the
-  kernel kills every process left in the namespace: nothing the candidate
-  started outlives it, double-forked or not. It dies with the launcher
-  (PR_SET_PDEATHSIG), and a signal from inside the namespace cannot reach it
-  (an init gets only the signals it handles; it handles none);
-- the program, PID 2, under everything above.
+- an init, PID 1 of the new PID namespace: it lends the sandbox's directories
+  to the program's uid (below), builds the file system (below), checks that
+  uid can run the program, forks the program, then confines itself (not
+  dumpable, no capabilities, seccomp) and reaps orphans until the program
+  ends. When it ends, the kernel kills every process left in the namespace:
+  nothing the candidate started outlives it, double-forked or not. It dies
+  with the launcher (PR_SET_PDEATHSIG), and a signal from inside the namespace
+  cannot reach it (an init gets only the signals it handles; it handles none);
+- the program, PID 2: it waits for the init's own confinement, switches to
+  its uid while dropping every capability, sets no_new_privs, loads the
+  seccomp filter (verifier.seccomp), writes what holds for it to --report-fd
+  as one JSON line, and execs.
 
 The file system inside: mounts made private; /run replaced by an empty tmpfs
 (daemons' sockets and state); the named sockets under /tmp and /var/tmp (two
 levels down: tmux's, X's, ssh agents', a database's) masked by /dev/null;
-DIR... (the sandbox's directory, the caller's directory, the compile
-caches) bound back writable; the program's own files (existing paths in its
-argv and PYTHONPATH) bound back read-only; a fresh /proc of the new PID
-namespace, with /proc/sys and the like read-only; every other mount
-read-only; /dev a tmpfs with only null, zero, full, random, urandom, tty, the
-NVIDIA device nodes and a private /dev/shm (root without capabilities may
-still open root's devices, so /dev/vda and the like must not be there).
+DIR..., --own and --share directories (the sandbox's directory, the caller's
+directory, the compile caches) bound back writable; the program's own files
+(existing paths in its argv and PYTHONPATH, the interpreter's prefixes and
+sys.path: `program_paths`) bound back read-only; every directory the program's
+uid cannot search above one of those (/root, mode 0700, above a pyenv
+interpreter or a checkout) replaced by a tmpfs holding only them, bound back
+(the report's "opened"): the rest of /root is not there at all; a fresh /proc
+of the new PID namespace, with /proc/sys and the like read-only; every other
+mount read-only; /dev a tmpfs with only null, zero, full, random, urandom,
+tty, the NVIDIA device nodes and a private /dev/shm (a process may still open
+what its uid's file modes allow, so /dev/vda and the like must not be there).
 
-The user: the uid stays 0 in the host's user namespace (the interpreter often
-lives under /root, mode 0700, where another uid cannot run it), with every
-capability dropped from all five sets and the securebits locked, so no exec
-gets one back: it cannot override a file's permissions, signal or trace
-another user, mount, or load anything into the kernel. When not root, a user
-namespace maps the caller's uid to 0 inside, with the same drop.
+The user: the program runs as uid and gid 65534 ("nobody", SANDBOX_UID; --uid=N
+another, --uid=0 none), with no supplementary groups, every capability dropped
+from all five sets and the securebits locked. It owns nothing of the host's:
+root's files are other users' files to it (a mode-0600 key is closed, a 0644
+file cannot be written), and kgen's processes are another user's. What it must
+write is lent to it before the file system is built: each --own directory (the
+sandbox's own: cwd, HOME, compile caches) is chowned to it, with the
+directories and named pipes in it; each --share directory (the caller's
+exchange directory, where the judge's files lie) becomes group 65534, mode 1770,
+its named pipes group 65534, mode 0660: the program adds files there (its
+outputs, which kgen, root, reads back), but cannot change, remove or replace
+kgen's (root's 0644 files in a sticky directory). Then `probe_user`, in the
+file system the program will see, forks a child that switches to that uid and
+checks it can execute the program, read every path it needs, write every
+writable directory, and start the interpreter (`-c pass`, site-packages' .pth
+files included). Only when all of that holds does the program switch.
+Otherwise (a needed file or directory whose own mode closes it to the uid: a
+PYTHONPATH entry of mode 0700, an interpreter file of mode 0600) the lent
+directories are given back, the program stays uid 0 with every capability
+dropped and the securebits locked, so no exec gets one back: it cannot
+override a file's permissions, signal or trace another user, mount, or load
+anything into the kernel, but it can read what root's modes allow; the
+report's uid_problem says why ("uid 0: /x is not readable by uid 65534"), and
+verifier.sandbox lists "unprivileged uid (...)" as not in force. When kgen is
+not root, a user namespace maps the caller's uid to 0 inside, with the same
+drop; there is no other uid to switch to, and the report says so.
+
+The init stays uid 0 without capabilities, not dumpable (PR_SET_DUMPABLE 0):
+its /proc/1/mem, environ, maps, fd/ and cwd are another user's to uid 65534,
+and even a program of its own uid (the fallback) would need CAP_SYS_PTRACE for
+them, which nothing inside has (without it, such a program read and wrote the
+init's memory).
 """
 
 from __future__ import annotations
@@ -434,9 +468,9 @@ def _access_problem(uid: int, program: list[str], readable: list[str], writable:
     exe = shutil.which(program[0])
     if not exe:
         return f"uid {uid} finds no executable {program[0]}"
-    checks = [(exe, os.X_OK, "execute")] + \
-        [(p, os.R_OK | (os.X_OK if os.path.isdir(p) else 0), "read") for p in readable] + \
-        [(d, os.W_OK | os.X_OK, "write") for d in writable]
+    checks = [(exe, os.X_OK, "executable")] + \
+        [(p, os.R_OK | (os.X_OK if os.path.isdir(p) else 0), "readable") for p in readable] + \
+        [(d, os.W_OK | os.X_OK, "writable") for d in writable]
     for path, mode, what in checks:
         if os.access(path, mode):
             continue
@@ -446,7 +480,7 @@ def _access_problem(uid: int, program: list[str], readable: list[str], writable:
             d = "/".join(parts[:i])
             if not os.access(d, os.X_OK):
                 return f"{d} is not searchable by uid {uid} (needed for {path})"
-        return f"{path} is not {'writable' if what == 'write' else what + 'able'} by uid {uid}"
+        return f"{path} is not {what} by uid {uid}"
     return ""
 
 

@@ -26,10 +26,20 @@ launcher's own report, and `isolation_missing` names the properties that did not
   to signal or trace; the launcher's parent is outside, the program's parent is
   the namespace's init, which takes no signal); its own mount, network, IPC
   and UTS namespaces;
-- no capabilities: the uid stays 0 (the interpreter often lives under /root,
-  0700), but all five capability sets are empty and the securebits locked, so
-  it is bound by file modes like any user and no exec gives capabilities back;
-  no_new_privs; a seccomp filter (verifier/seccomp.py) that denies with EPERM
+- an unprivileged uid: the program runs as uid and gid 65534 (kgen root: it can
+  switch), no supplementary groups, all five capability sets empty and the
+  securebits locked, so root's files are another user's to it (a 0600 key is
+  closed) and no exec gives capabilities back. Its own directory is chowned to
+  it; the caller's `cwd` (the judge's exchange directory), when private to kgen
+  (mode 0700), is lent as group 65534, mode 1770 (it adds its outputs; kgen's
+  files there stay root's) and given back at the end; its compile caches
+  (Triton, torch extensions, CuPy) are its own, in its directory, never kgen's
+  shared ones. The launcher checks the uid can run the program (verifier.confine,
+  "The user"); where it cannot (a PYTHONPATH entry of mode 0700), the program
+  stays uid 0 with the same capability drop, and `isolation_missing` says
+  "unprivileged uid (uid 0: <path> is not readable by uid 65534)". Not root:
+  the program runs as kgen's own uid (a user namespace maps it to 0), also
+  listed as missing; no_new_privs; a seccomp filter (verifier/seccomp.py) that denies with EPERM
   ptrace, process_vm_readv/writev, setns, unshare, the mount family, the pidfd
   calls, keyrings, bpf, perf_event_open (kept for a GPU profiler: `profiler=`,
   by default when argv[0] is ncu), reboot, kexec, modules, io_uring, clone()
@@ -79,13 +89,18 @@ What is NOT isolated:
   as kgen's user with kgen's view of the machine, and every note says NOT; the
   run-time policy in the worker (verifier.integrity) still refuses the
   candidate's own file writes outside its directory;
-- files readable by root's file modes: the uid is 0, so what the mounts show
-  (the project, /root where kgen lives, /etc) can be read, e.g. a key kept in a
-  file rather than the environment; it can be written nowhere but the three
-  writable places;
-- kgen's compile caches (Triton, torch extensions, CuPy) under ~/.cache/kgen are
-  writable and shared between runs, so that a re-verification is fast: a
-  candidate could leave files there;
+- files readable by every user: what the mounts show (the project, the
+  interpreter, /etc, /tmp) can be read where its mode lets "other" read it;
+  directories of mode 0700 above what the program needs (/root) show only that.
+  In the uid 0 fallback, what root's modes allow is readable too (a key kept in
+  a file rather than the environment);
+- other sandboxes: every candidate runs as the same uid 65534, so one could read
+  (the mounts are read-only) another's directory under /tmp while both run, or
+  open its named pipes (a FIFO opens on a read-only mount), as uid 0 could before;
+- the compile caches: with the unprivileged uid they are the sandbox's own, so a
+  re-verification compiles again; where kgen is not root, kgen's shared caches
+  under ~/.cache/kgen are writable and shared between runs: a candidate could
+  leave files there;
 - the GPU: it is shared with the parent; a GPU fault kills only the child's
   context, but a kernel that hangs the GPU until the timeout holds it that long;
   GPU memory is not capped; the NVIDIA device nodes are the driver's whole
