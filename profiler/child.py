@@ -22,11 +22,14 @@ NVTX_RANGE = "kgen"     # the child wraps the profiled forward call in this rang
 
 def write_job(workdir: Path, task, source: str, *, mode: str, count_work: bool, seed: int = 0) -> Path:
     """Write the candidate and the child's job file into `workdir`; return the job's path."""
+    from verifier.tensorfile import write_fresh
+
+    # NOTE: written fresh (never through a link an earlier child planted in the same directory); the task as a
+    # copy beside the candidate: the sandbox's unprivileged uid may not reach the task's own path
     candidate = workdir / "candidate.py"
-    candidate.write_text(source)
-    # NOTE: a copy beside the candidate: the sandbox's unprivileged uid may not reach the task's own path
+    write_fresh(candidate, source.encode())
     task_copy = workdir / "task.py"
-    task_copy.write_text(Path(task.path).read_text())
+    write_fresh(task_copy, Path(task.path).read_bytes())
     job = {
         "task_path": str(task_copy),
         "candidate_path": str(candidate),
@@ -38,7 +41,7 @@ def write_job(workdir: Path, task, source: str, *, mode: str, count_work: bool, 
         "trace_path": str(workdir / "trace.json"),
     }
     path = workdir / f"job-{mode}.json"
-    path.write_text(json.dumps(job))
+    write_fresh(path, json.dumps(job).encode())
     return path
 
 
@@ -49,6 +52,7 @@ def run_child(argv: list[str], job_path: Path, workdir: Path, timeout_s: float):
     back (ncu stands between the sandbox and the child), the file it wrote.
     """
     from verifier.sandbox import run_sandboxed
+    from verifier.tensorfile import read_text_nofollow
 
     job = json.loads(job_path.read_text())
     # The sandbox puts the repository on PYTHONPATH, so `-m profiler.ncu_child` imports.
@@ -57,8 +61,8 @@ def run_child(argv: list[str], job_path: Path, workdir: Path, timeout_s: float):
     result_path = Path(job["result_path"])
     if not child and result_path.exists():
         try:
-            child = json.loads(result_path.read_text())
-        except json.JSONDecodeError:
+            child = json.loads(read_text_nofollow(result_path))
+        except (OSError, json.JSONDecodeError):
             child = {}
     return result, child
 

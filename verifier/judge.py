@@ -258,9 +258,10 @@ class _Session:
     def _task_copy(self) -> str:
         """The task's source as a file in the exchange directory: the candidate process reads it there, where
         its unprivileged uid can (the task's own path may lie under a directory only kgen can enter)."""
+        from verifier import tensorfile
+
         path = self._path("task.py")
-        with open(path, "w", encoding="utf-8") as f:
-            f.write(self.task.source)
+        tensorfile.write_fresh(path, self.task.source.encode())
         return path
 
     # -- the candidate process
