@@ -641,7 +641,7 @@ def _program(program: list[str], become: tuple | None, report: dict, report_fd: 
     with open("/proc/self/status") as f:
         status = dict(line.split(":", 1) for line in f.read().splitlines() if ":" in line)
     report["no_new_privs"] = status.get("NoNewPrivs", "").strip() == "1"
-    report["uid"], report["gid"] = os.getuid(), os.getgid()
+    report["uid"], report["gid"], report["groups"] = os.getuid(), os.getgid(), os.getgroups()
     _write_report(report_fd, report)
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2,
                 signal.SIGPIPE):

@@ -228,7 +228,7 @@ def confinement() -> dict:
     """What the OS confinement achieves on this machine (the launcher's report for a trivial program), probed once.
 
     Keys as in verifier.confine's report: pid_namespace, network, files, proc, devices, capabilities,
-    seccomp, no_new_privs, uid, uid_problem (why uid is 0, when it is), init, problems. Used by the tests to skip what this machine cannot do; a
+    seccomp, no_new_privs, uid, gid, groups, uid_problem (why uid is 0, when it is), init, opened, problems. Used by the tests to skip what this machine cannot do; a
     Sandbox reports what held for its own run."""
     probe_dir = Path(tempfile.mkdtemp(prefix="kgen-probe-"))
     read_fd, write_fd = os.pipe()
@@ -295,7 +295,8 @@ def confinement_notes(report: dict | None, *, asked: bool = True) -> tuple[list[
         "user": (report.get("capabilities") == "none",
                  f"user: uid {uid}"
                  f"{' of a user namespace' if report.get('user_namespace') else ''}, gid {report.get('gid', '?')}, "
-                 f"no supplementary groups, every capability dropped and the securebits locked"),
+                 f"supplementary groups: {' '.join(map(str, report.get('groups') or [])) or 'none'}, every "
+                 f"capability dropped and the securebits locked"),
         "unprivileged uid": (uid_ok, f"unprivileged uid: {uid} (owns nothing of the host's; the sandbox's own "
                                      f"directories handed to it)"),
         "no_new_privs": (bool(report.get("no_new_privs")), "no_new_privs: set"),
