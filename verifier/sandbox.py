@@ -32,9 +32,10 @@ launcher's own report, and `isolation_missing` names the properties that did not
   closed) and no exec gives capabilities back. Its own directory is chowned to
   it; the caller's `cwd` (the judge's exchange directory), when private to kgen
   (mode 0700), is lent as group 65534, mode 1770 (it adds its outputs; kgen's
-  files there stay root's) and given back at the end; its compile caches
-  (Triton, torch extensions, CuPy) are its own, in its directory, never kgen's
-  shared ones. The launcher checks the uid can run the program (verifier.confine,
+  files there stay root's) and given back at the end (another `cwd` must be
+  writable by the uid already, else the uid is not dropped, and the note says
+  why); its compile caches (Triton, torch extensions, CuPy) are its own, in its
+  directory, never kgen's shared ones. The launcher checks the uid can run the program (verifier.confine,
   "The user"); where it cannot (a PYTHONPATH entry of mode 0700), the program
   stays uid 0 with the same capability drop, and `isolation_missing` says
   "unprivileged uid (uid 0: <path> is not readable by uid 65534)". Not root:
@@ -45,8 +46,10 @@ launcher's own report, and `isolation_missing` names the properties that did not
   by default when argv[0] is ncu), reboot, kexec, modules, io_uring, clone()
   with namespace flags; kill() is not filtered (seccomp cannot tell whose a pid
   is; with a PID namespace every pid it can name is the sandbox's own);
-- the file system: read-only everywhere except the sandbox's directory, the
-  caller's `cwd` and kgen's compile caches; /run private and empty (daemons'
+- the file system: read-only everywhere except the sandbox's directory (with its
+  compile caches; where kgen is not root, kgen's shared ones) and the caller's `cwd`;
+  a directory the uid cannot search above what the program needs (/root) shows
+  only that; /run private and empty (daemons'
   sockets, docker's); the named sockets two levels under /tmp and /var/tmp
   (tmux, X, ssh agents, a database) masked; /dev holds only null, zero,
   full, random, urandom, tty, the NVIDIA nodes and a private /dev/shm;
@@ -228,8 +231,9 @@ def confinement() -> dict:
     """What the OS confinement achieves on this machine (the launcher's report for a trivial program), probed once.
 
     Keys as in verifier.confine's report: pid_namespace, network, files, proc, devices, capabilities,
-    seccomp, no_new_privs, uid, gid, groups, uid_problem (why uid is 0, when it is), init, opened, problems. Used by the tests to skip what this machine cannot do; a
-    Sandbox reports what held for its own run."""
+    seccomp, no_new_privs, uid, gid, groups, uid_problem (why uid is 0, when it is), init, opened,
+    problems. Used by the tests to skip what this machine cannot do; a Sandbox reports what held for
+    its own run."""
     probe_dir = Path(tempfile.mkdtemp(prefix="kgen-probe-"))
     read_fd, write_fd = os.pipe()
     try:

@@ -213,3 +213,26 @@ def test_without_root_the_uid_is_kgens_own_and_reported_missing():
                                         "uid_problem": "kgen's own uid 1000: kgen is not root"})
     assert "unprivileged uid (kgen's own uid 1000: kgen is not root)" in missing
     assert any(n.startswith("unprivileged uid: NOT in force (kgen's own uid 1000") for n in notes)
+
+
+@pytest.mark.gpu
+@needs_uid
+def test_cuda_and_a_triton_kernel_work_as_the_unprivileged_uid(tmp_path):
+    # the driver's nodes are 0666; Triton compiles into the sandbox's own cache (its launcher stub too)
+    res = run_sandboxed(child(tmp_path, '''
+        import torch, triton, triton.language as tl
+
+        @triton.jit
+        def twice(x_ptr, n, BLOCK: tl.constexpr):
+            i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+            tl.store(x_ptr + i, tl.load(x_ptr + i, mask=i < n) * 2, mask=i < n)
+
+        x = torch.ones(1000, device="cuda")
+        twice[(4,)](x, 1000, BLOCK=256)
+        cache = os.environ["TRITON_CACHE_DIR"]
+        chan.send({"uid": os.getuid(), "sum": float(x.sum()), "cached": len(os.listdir(cache)),
+                   "cache_in_cwd": cache.startswith(os.getcwd() + os.sep)})'''), {}, timeout_s=300)
+    assert res.message is not None, res.stderr[-1500:]
+    assert (res.message["uid"], res.message["sum"], res.message["cache_in_cwd"]) == (UID, 2000.0, True)
+    assert res.message["cached"] > 0
+    assert res.isolation_complete, res.isolation_missing
