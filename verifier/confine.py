@@ -75,6 +75,7 @@ init's memory).
 from __future__ import annotations
 
 import ctypes
+import errno
 import glob
 import json
 import os
@@ -288,7 +289,11 @@ def _mask_sockets(problems: list[str]) -> int:
                     continue
                 _mount("/dev/null", path, None, MS_BIND)
                 masked += 1
+            except FileNotFoundError:
+                continue   # NOTE: gone since the glob (another process's temporary file): nothing to mask
             except OSError as exc:
+                if exc.errno == errno.ENOENT:
+                    continue
                 problems.append(f"socket {path}: {exc}")
     return masked
 
