@@ -380,8 +380,17 @@ def program_paths(program: list[str]) -> list[str]:
             spec = None
         if spec is not None and spec.origin:
             paths.append(spec.origin)
-    found = [p for p in paths if os.path.exists(p)]
-    return list(dict.fromkeys(found + [os.path.realpath(p) for p in found]))
+    found = [os.path.abspath(p) for p in paths if os.path.exists(p)]
+    # NOTE: a symbolic link on the way (a venv's bin/python) must itself be there, not only where it leads:
+    # the directory that holds it is needed too (it may lie under a directory the file system hides)
+    links = [os.path.realpath(os.path.dirname(q)) for p in found for q in _prefixes(p) if os.path.islink(q)]
+    return list(dict.fromkeys(found + [os.path.realpath(p) for p in found] + links))
+
+
+def _prefixes(path: str) -> list[str]:
+    """/a/b/c -> ["/a", "/a/b", "/a/b/c"]."""
+    parts = path.split("/")[1:]
+    return ["/" + "/".join(parts[:i + 1]) for i in range(len(parts))]
 
 
 def _hand_over(own: list[str], shared: list[str], uid: int, gid: int, changed: list[tuple[str, int, int, int]]) -> None:
@@ -470,9 +479,10 @@ def probe_user(uid: int, gid: int, program: list[str], readable: list[str], writ
 def _access_problem(uid: int, program: list[str], readable: list[str], writable: list[str]) -> str:
     import shutil
 
-    exe = shutil.which(program[0])
+    # NOTE: a path the uid cannot reach is not found on PATH either: it is checked as given, for the reason
+    exe = shutil.which(program[0]) or (program[0] if os.sep in program[0] else None)
     if not exe:
-        return f"uid {uid} finds no executable {program[0]}"
+        return f"uid {uid} finds no executable {program[0]} on PATH"
     checks = [(exe, os.X_OK, "executable")] + \
         [(p, os.R_OK | (os.X_OK if os.path.isdir(p) else 0), "readable") for p in readable] + \
         [(d, os.W_OK | os.X_OK, "writable") for d in writable]

@@ -117,6 +117,34 @@ def test_an_unreadable_pythonpath_entry_keeps_uid_0_and_says_why(tmp_path):
     assert any(n.startswith("user: uid 0") for n in res.isolation)
 
 
+def _linked_interpreter(tmp_path: Path, closed: str) -> tuple[list[str], Path]:
+    """A venv-like link checkout/bin/python to this interpreter, with `closed` (a part of it) mode 0700."""
+    checkout = tmp_path / "checkout"
+    (checkout / "bin").mkdir(parents=True)
+    (checkout / "bin" / "python").symlink_to(sys.executable)
+    (tmp_path / closed).chmod(0o700)
+    script = tmp_path / "child.py"
+    script.write_text(HONEST + 'chan.send({"uid": os.getuid()})\n')
+    return [str(checkout / "bin" / "python"), str(script)], checkout
+
+
+@needs_uid
+def test_an_interpreter_linked_from_under_a_closed_directory_runs_as_the_uid(tmp_path):
+    # the link's own directory is searchable; the directory above it (a checkout of mode 0700) is not
+    argv, _ = _linked_interpreter(tmp_path, "checkout")
+    res = run_sandboxed(argv, {}, timeout_s=30)
+    assert res.message == {"uid": UID}, res.stderr[-800:]
+
+
+@needs_uid
+def test_an_interpreter_in_a_closed_directory_is_named_in_the_reason(tmp_path):
+    argv, checkout = _linked_interpreter(tmp_path, "checkout/bin")
+    res = run_sandboxed(argv, {}, timeout_s=30)
+    assert res.message == {"uid": 0}, res.stderr[-800:]
+    assert f"unprivileged uid (uid 0: {checkout / 'bin'} is not searchable by uid {UID} (needed for " \
+           f"{checkout / 'bin' / 'python'}))" in res.isolation_missing, res.isolation_missing
+
+
 @needs_uid
 def test_the_fallback_gives_the_sandboxs_directories_back(tmp_path):
     private = tmp_path / "private-lib"
