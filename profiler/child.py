@@ -26,10 +26,16 @@ def write_job(workdir: Path, task, source: str, *, mode: str, count_work: bool, 
 
     `warmup_calls` forward calls run before the profiled ones (compilation, autotuning, the clocks);
     `profiled_calls` run inside the NVTX range (mode "ncu") or the torch profiler (one, in "fallback")."""
+    from verifier.tensorfile import write_fresh
+
+    # NOTE: written fresh (never through a link an earlier child planted in the same directory); the task as a
+    # copy beside the candidate: the sandbox's unprivileged uid may not reach the task's own path
     candidate = workdir / "candidate.py"
-    candidate.write_text(source)
+    write_fresh(candidate, source.encode())
+    task_copy = workdir / "task.py"
+    write_fresh(task_copy, Path(task.path).read_bytes())
     job = {
-        "task_path": str(Path(task.path).resolve()),
+        "task_path": str(task_copy),
         "candidate_path": str(candidate),
         "result_path": str(workdir / f"result-{mode}.json"),
         "mode": mode,                   # "ncu": one forward in the NVTX range; "fallback": torch profiler
@@ -41,7 +47,7 @@ def write_job(workdir: Path, task, source: str, *, mode: str, count_work: bool, 
         "trace_path": str(workdir / "trace.json"),
     }
     path = workdir / f"job-{mode}.json"
-    path.write_text(json.dumps(job))
+    write_fresh(path, json.dumps(job).encode())
     return path
 
 
@@ -52,6 +58,7 @@ def run_child(argv: list[str], job_path: Path, workdir: Path, timeout_s: float):
     back (ncu stands between the sandbox and the child), the file it wrote.
     """
     from verifier.sandbox import run_sandboxed
+    from verifier.tensorfile import read_text_nofollow
 
     job = json.loads(job_path.read_text())
     # The sandbox puts the repository on PYTHONPATH, so `-m profiler.ncu_child` imports.
@@ -61,8 +68,8 @@ def run_child(argv: list[str], job_path: Path, workdir: Path, timeout_s: float):
     result_path = Path(job["result_path"])
     if not child and result_path.exists():
         try:
-            child = json.loads(result_path.read_text())
-        except json.JSONDecodeError:
+            child = json.loads(read_text_nofollow(result_path))
+        except (OSError, json.JSONDecodeError):
             child = {}
     return result, child
 

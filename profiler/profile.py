@@ -87,7 +87,7 @@ def profile_candidate(task, source: str, *, timeout_s: float = 300.0, ncu: str |
             t0 = time.perf_counter()
             run, child = run_child(ncu_argv(ncu_path, "raw", raw_log, job_path), job_path, workdir, timeout_s)
             passes["ncu raw metrics"] = time.perf_counter() - t0
-            raw_text = (raw_log.read_text(errors="replace") if raw_log.exists() else "") + "\n" + run.stdout
+            raw_text = (_read_log(raw_log) if raw_log.exists() else "") + "\n" + run.stdout
             problem = ncu_problem(raw_text + "\n" + run.stderr)
             if problem:
                 return without_counters(problem)
@@ -112,7 +112,7 @@ def profile_candidate(task, source: str, *, timeout_s: float = 300.0, ncu: str |
             drun, dchild = run_child(ncu_argv(ncu_path, "details", details_log, job_path), job_path, workdir,
                                      timeout_s)
             passes["ncu section details"] = time.perf_counter() - t0
-            details_text = (details_log.read_text(errors="replace") if details_log.exists() else "") + "\n" + drun.stdout
+            details_text = (_read_log(details_log) if details_log.exists() else "") + "\n" + drun.stdout
             kernel_details = parse_details_csv(details_text)
             if not kernel_details:
                 notes.append("ncu's section details (and its advice) are missing: the second pass "
@@ -126,3 +126,13 @@ def profile_candidate(task, source: str, *, timeout_s: float = 300.0, ncu: str |
         diagnosis.notes.extend(notes)
         diagnosis.passes_s = passes
         return diagnosis
+
+
+def _read_log(path: Path) -> str:
+    """ncu's log, which the profiled child could have replaced: never through a link (to a file of root's)."""
+    from verifier.tensorfile import read_text_nofollow
+
+    try:
+        return read_text_nofollow(path)
+    except OSError:
+        return ""

@@ -293,12 +293,21 @@ class _Session:
     def _path(self, name: str) -> str:
         return str(self.process.exchange / name)
 
+    def _task_copy(self) -> str:
+        """The task's source as a file in the exchange directory: the candidate process reads it there, where
+        its unprivileged uid can (the task's own path may lie under a directory only kgen can enter)."""
+        from verifier import tensorfile
+
+        path = self._path("task.py")
+        tensorfile.write_fresh(path, self.task.source.encode())
+        return path
+
     # -- the candidate process
 
     def start(self) -> None:
         wire = self.process.wire
         wire.open()
-        job = {"task_path": str(self.task.path.resolve()), "source": self.source, "device": self.device,
+        job = {"task_path": self._task_copy(), "source": self.source, "device": self.device,
                "small_overrides": self.task.small_overrides if self.device == "cpu" else None,
                "backend": self.backend, "requests": wire.requests_path, "replies": wire.replies_path,
                "exchange": str(self.process.exchange), "build_env": self.build_env}

@@ -26,17 +26,30 @@ launcher's own report, and `isolation_missing` names the properties that did not
   to signal or trace; the launcher's parent is outside, the program's parent is
   the namespace's init, which takes no signal); its own mount, network, IPC
   and UTS namespaces;
-- no capabilities: the uid stays 0 (the interpreter often lives under /root,
-  0700), but all five capability sets are empty and the securebits locked, so
-  it is bound by file modes like any user and no exec gives capabilities back;
-  no_new_privs; a seccomp filter (verifier/seccomp.py) that denies with EPERM
+- an unprivileged uid: the program runs as uid and gid 65534 (kgen root: it can
+  switch), no supplementary groups, all five capability sets empty and the
+  securebits locked, so root's files are another user's to it (a 0600 key is
+  closed) and no exec gives capabilities back. Its own directory is chowned to
+  it; the caller's `cwd` (the judge's exchange directory), when private to kgen
+  (mode 0700), is lent as group 65534, mode 1770 (it adds its outputs; kgen's
+  files there stay root's) and given back at the end (another `cwd` must be
+  writable by the uid already, else the uid is not dropped, and the note says
+  why); its compile caches (Triton, torch extensions, CuPy) are its own, in its
+  directory, never kgen's shared ones. The launcher checks the uid can run the program (verifier.confine,
+  "The user"); where it cannot (a PYTHONPATH entry of mode 0700), the program
+  stays uid 0 with the same capability drop, and `isolation_missing` says
+  "unprivileged uid (uid 0: <path> is not readable by uid 65534)". Not root:
+  the program runs as kgen's own uid (a user namespace maps it to 0), also
+  listed as missing; no_new_privs; a seccomp filter (verifier/seccomp.py) that denies with EPERM
   ptrace, process_vm_readv/writev, setns, unshare, the mount family, the pidfd
   calls, keyrings, bpf, perf_event_open (kept for a GPU profiler: `profiler=`,
   by default when argv[0] is ncu), reboot, kexec, modules, io_uring, clone()
   with namespace flags; kill() is not filtered (seccomp cannot tell whose a pid
   is; with a PID namespace every pid it can name is the sandbox's own);
-- the file system: read-only everywhere except the sandbox's directory, the
-  caller's `cwd` and kgen's compile caches; /run private and empty (daemons'
+- the file system: read-only everywhere except the sandbox's directory (with its
+  compile caches; where kgen is not root, kgen's shared ones) and the caller's `cwd`;
+  a directory the uid cannot search above what the program needs (/root) shows
+  only that; /run private and empty (daemons'
   sockets, docker's); the named sockets two levels under /tmp and /var/tmp
   (tmux, X, ssh agents, a database) masked; /dev holds only null, zero,
   full, random, urandom, tty, the NVIDIA nodes and a private /dev/shm;
@@ -79,13 +92,18 @@ What is NOT isolated:
   as kgen's user with kgen's view of the machine, and every note says NOT; the
   run-time policy in the worker (verifier.integrity) still refuses the
   candidate's own file writes outside its directory;
-- files readable by root's file modes: the uid is 0, so what the mounts show
-  (the project, /root where kgen lives, /etc) can be read, e.g. a key kept in a
-  file rather than the environment; it can be written nowhere but the three
-  writable places;
-- kgen's compile caches (Triton, torch extensions, CuPy) under ~/.cache/kgen are
-  writable and shared between runs, so that a re-verification is fast: a
-  candidate could leave files there;
+- files readable by every user: what the mounts show (the project, the
+  interpreter, /etc, /tmp) can be read where its mode lets "other" read it;
+  directories of mode 0700 above what the program needs (/root) show only that.
+  In the uid 0 fallback, what root's modes allow is readable too (a key kept in
+  a file rather than the environment);
+- other sandboxes: every candidate runs as the same uid 65534, so one could read
+  (the mounts are read-only) another's directory under /tmp while both run, or
+  open its named pipes (a FIFO opens on a read-only mount), as uid 0 could before;
+- the compile caches: with the unprivileged uid they are the sandbox's own, so a
+  re-verification compiles again; where kgen is not root, kgen's shared caches
+  under ~/.cache/kgen are writable and shared between runs: a candidate could
+  leave files there;
 - the GPU: it is shared with the parent; a GPU fault kills only the child's
   context, but a kernel that hangs the GPU until the timeout holds it that long;
   GPU memory is not capped; the NVIDIA device nodes are the driver's whole
@@ -110,6 +128,7 @@ import resource
 import secrets
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
@@ -135,6 +154,9 @@ MAX_FILE_BYTES = 1 << 36
 WATCH_INTERVAL_S = 0.1
 PROFILERS = ("ncu", "nv-nsight-cu-cli")   # programs that read GPU counters: perf_event_open stays allowed
 MAX_IDLE_S = 1800.0        # longest a pre-started child may wait for its job before the watchdog kills it
+# the compile caches a candidate writes: kgen's shared ones, or (the unprivileged uid) its sandbox's own
+PRIVATE_CACHE_DIR = ".cache"   # in the sandbox's directory
+PRIVATE_CACHES = {"TRITON_CACHE_DIR": "triton", "TORCH_EXTENSIONS_DIR": "torch_extensions", "CUPY_CACHE_DIR": "cupy"}
 
 
 @dataclass
@@ -184,10 +206,26 @@ def scrubbed_env(extra: dict[str, str] | None = None) -> dict[str, str]:
 
 
 def _launcher(writable: list[str], report_fd: int | None = None, *, profiler: bool = False,
-              share_network: bool = False) -> list[str]:
+              share_network: bool = False, own: list[str] = (), shared: list[str] = ()) -> list[str]:
     options = ([f"--report-fd={report_fd}"] if report_fd is not None else []) + \
-        (["--profiler"] if profiler else []) + (["--share-network"] if share_network else [])
+        (["--profiler"] if profiler else []) + (["--share-network"] if share_network else []) + \
+        [f"--own={d}" for d in own] + [f"--share={d}" for d in shared]
     return [sys.executable, "-m", "verifier.confine", *options, *writable, "--"]
+
+
+def drops_uid() -> bool:
+    """Whether the launcher will try to run the program as its unprivileged uid (kgen is root: it can switch)."""
+    return os.geteuid() == 0
+
+
+def private_to_kgen(path: Path) -> bool:
+    """A directory kgen owns that nobody else may enter (mode 0700 or tighter): handing it to the sandbox's
+    uid shows it to no one new."""
+    try:
+        st = path.stat()
+    except OSError:
+        return False
+    return path.is_dir() and st.st_uid == os.geteuid() and not st.st_mode & 0o077
 
 
 @functools.lru_cache(maxsize=1)
@@ -195,12 +233,13 @@ def confinement() -> dict:
     """What the OS confinement achieves on this machine (the launcher's report for a trivial program), probed once.
 
     Keys as in verifier.confine's report: pid_namespace, network, files, proc, devices, capabilities,
-    seccomp, no_new_privs, uid, problems. Used by the tests to skip what this machine cannot do; a
-    Sandbox reports what held for its own run."""
+    seccomp, no_new_privs, uid, gid, groups, uid_problem (why uid is 0, when it is), init, opened,
+    problems. Used by the tests to skip what this machine cannot do; a Sandbox reports what held for
+    its own run."""
     probe_dir = Path(tempfile.mkdtemp(prefix="kgen-probe-"))
     read_fd, write_fd = os.pipe()
     try:
-        cmd = _launcher([str(probe_dir)], write_fd) + [sys.executable, "-c", "pass"]
+        cmd = _launcher([], write_fd, own=[str(probe_dir)]) + [sys.executable, "-c", "pass"]
         subprocess.run(cmd, capture_output=True, timeout=60, env=scrubbed_env(), cwd=probe_dir, pass_fds=(write_fd,))
         os.close(write_fd)
         write_fd = -1
@@ -230,24 +269,42 @@ def file_confinement() -> tuple[bool, str]:
 
 
 # Each property the confinement promises, and the note for a run where it held (from the launcher's report).
-PROPERTIES = ("pid namespace", "user", "no_new_privs", "seccomp", "network", "files", "memory cap", "pids cap")
+PROPERTIES = ("pid namespace", "user", "unprivileged uid", "no_new_privs", "seccomp", "network", "files", "memory cap",
+              "pids cap")
+CONFINE_PROPERTIES = PROPERTIES[:-2]   # those the launcher's report covers
+
+
+def unprivileged_uid(report: dict) -> tuple[bool, str]:
+    """(whether the program ran as an unprivileged uid of the host, why not): a user namespace's uid 0 is kgen's."""
+    uid = report.get("uid")
+    if type(uid) is int and uid != 0 and not report.get("user_namespace"):
+        return True, ""
+    return False, str(report.get("uid_problem") or (f"uid {uid}" if uid is not None else "no uid reported"))[:240]
 
 
 def confinement_notes(report: dict | None, *, asked: bool = True) -> tuple[list[str], list[str]]:
-    """(one note per property that the launcher's report covers, the properties NOT in force)."""
+    """(one note per property that the launcher's report covers, the properties NOT in force).
+
+    A missing "unprivileged uid" carries its reason: "unprivileged uid (uid 0: /root is not searchable by ...)"."""
     if not asked:
-        return ["pid namespace, user, no_new_privs, seccomp, network, files: not confined (not asked)"], \
-            ["pid namespace", "user", "no_new_privs", "seccomp", "network", "files"]
+        return [f"{', '.join(CONFINE_PROPERTIES)}: not confined (not asked)"], list(CONFINE_PROPERTIES)
     report = report or {}
     problems = "; ".join(str(p) for p in report.get("problems", []))[:240]
     why = f" ({problems})" if problems else (" (no report from the launcher)" if not report else "")
+    uid_ok, uid_why = unprivileged_uid(report)
+    uid = report.get("uid", "?")
     held = {
-        "pid namespace": (bool(report.get("pid_namespace")) and bool(report.get("proc")),
-                          "pid namespace: own, with a fresh /proc (kgen and the host's processes are not visible)"),
+        "pid namespace": (bool(report.get("pid_namespace")) and bool(report.get("proc"))
+                          and str(report.get("init", "")).startswith("not dumpable"),
+                          "pid namespace: own, with a fresh /proc (kgen and the host's processes are not visible); "
+                          f"its init: {report.get('init')}"),
         "user": (report.get("capabilities") == "none",
-                 f"user: uid {report.get('uid', '?')}"
-                 f"{' of a user namespace' if report.get('user_namespace') else ' (host)'}, every capability dropped "
-                 f"and the securebits locked"),
+                 f"user: uid {uid}"
+                 f"{' of a user namespace' if report.get('user_namespace') else ''}, gid {report.get('gid', '?')}, "
+                 f"supplementary groups: {' '.join(map(str, report.get('groups') or [])) or 'none'}, every "
+                 f"capability dropped and the securebits locked"),
+        "unprivileged uid": (uid_ok, f"unprivileged uid: {uid} (owns nothing of the host's; the sandbox's own "
+                                     f"directories handed to it)"),
         "no_new_privs": (bool(report.get("no_new_privs")), "no_new_privs: set"),
         "seccomp": (bool(report.get("seccomp")), f"seccomp: filter on ({report.get('seccomp')}): ptrace, setns, "
                                                  f"unshare, mount, pidfd_*, bpf, keyctl, ... denied with EPERM"),
@@ -255,10 +312,15 @@ def confinement_notes(report: dict | None, *, asked: bool = True) -> tuple[list[
         "files": (bool(report.get("files")),
                   "files: read-only outside the sandbox's directory, the caller's directory and the compile caches; "
                   f"/run private and empty; named sockets under /tmp masked ({report.get('sockets_masked', 0)}); "
-                  f"/dev only: {report.get('devices') or '?'}"),
+                  f"/dev only: {report.get('devices') or '?'}"
+                  + (f"; shown only in part: {', '.join(report['opened'])}" if report.get("opened") else "")),
     }
     notes, missing = [], []
     for name, (ok, note) in held.items():
+        if name == "unprivileged uid" and not ok:
+            notes.append(f"unprivileged uid: NOT in force ({uid_why})")
+            missing.append(f"unprivileged uid ({uid_why})")
+            continue
         notes.append(note if ok else f"{name}: NOT in force{why}")
         if not ok:
             missing.append(name)
@@ -627,6 +689,7 @@ class _Held:
                  groups: list["_Cgroup"], workdir: Path):
         self.proc, self.watchdog, self.threads, self.groups, self.workdir = proc, watchdog, threads, groups, workdir
         self.stopped = False
+        self.shared: tuple[Path, os.stat_result] | None = None   # the caller's directory, as it was before
 
     def stop(self) -> None:
         """Kill whatever is left of the child (all of it, stray children of a finished one too) and reap it."""
@@ -649,6 +712,14 @@ class _Held:
         if self.proc.stdin and not self.proc.stdin.closed:
             _write_and_close(self.proc.stdin, b"")
         shutil.rmtree(self.workdir, ignore_errors=True)
+        if self.shared is not None:
+            # NOTE: the caller's directory is its own again (the launcher lent it to the sandbox's uid)
+            path, before = self.shared
+            try:
+                os.chown(path, before.st_uid, before.st_gid)
+                os.chmod(path, stat.S_IMODE(before.st_mode))
+            except OSError:
+                pass
 
 
 class Sandbox:
@@ -694,6 +765,7 @@ class Sandbox:
 
         read_fd, write_fd = os.pipe()
         report_r, report_w = os.pipe() if confined else (-1, -1)
+        shared_before = Path(cwd).resolve().stat() if cwd and confined and drops_uid() else None
         env, command = self._command(argv, workdir, cwd, extra_env, confined, report_w, profiler,
                                      share_network=not isolate_network)
         env["KGEN_RESULT_FD"] = str(write_fd)
@@ -740,6 +812,8 @@ class Sandbox:
             t.start()
         self._proc = proc
         self._held = _Held(proc, self._watchdog, [t for t in started if t is not self._watchdog], made, workdir)
+        if shared_before is not None:
+            self._held.shared = (Path(cwd).resolve(), shared_before)
         # NOTE: the finalizer holds the resources, not self: an unused sandbox that is dropped, or still held
         # when the parent exits, is cleaned up all the same.
         self._release = weakref.finalize(self, self._held.release)
@@ -758,13 +832,21 @@ class Sandbox:
         # NOTE: inductor's cache goes inside the sandbox's own directory, never to a shared /tmp path that the
         # read-only file system would refuse (and that an earlier job could have filled).
         env.update(HOME=str(workdir), TMPDIR=str(workdir), TORCHINDUCTOR_CACHE_DIR=str(workdir / "torchinductor"))
-        caches = [env[d] for d in ("TRITON_CACHE_DIR", "TORCH_EXTENSIONS_DIR", "CUPY_CACHE_DIR")]
+        private = confined and drops_uid()
+        if private:
+            # NOTE: the unprivileged uid compiles into caches of this sandbox alone: kgen's shared ones stay
+            # root's (no chown of them, and no candidate leaves a kernel there for the next one to load)
+            env.update({name: str(workdir / PRIVATE_CACHE_DIR / sub) for name, sub in PRIVATE_CACHES.items()})
+        caches = [env[d] for d in PRIVATE_CACHES]
         for d in caches:
             Path(d).mkdir(parents=True, exist_ok=True)
         if not confined:
             return env, list(argv)
-        writable = [str(workdir)] + ([str(Path(cwd).resolve())] if cwd else []) + caches
-        return env, _launcher(writable, report_fd, profiler=profiler, share_network=share_network) + list(argv)
+        here = Path(cwd).resolve() if cwd else None
+        shared = [str(here)] if here and private and private_to_kgen(here) else []
+        writable = ([str(here)] if here and not shared else []) + ([] if private else caches)
+        return env, _launcher(writable, report_fd, profiler=profiler, share_network=share_network,
+                              own=[str(workdir)], shared=shared) + list(argv)
 
     def _isolation(self, limit_note: str) -> tuple[list[str], list[str]]:
         """The notes for this run (what held, from the launcher's own report) and the properties not in force."""

@@ -2,6 +2,7 @@
 
     from verifier import tensorfile
     tensorfile.write(path, tensor)                       # any device; written contiguous, from host memory
+    tensorfile.write_fresh(path, b"...")                 # any file the judge puts where the candidate writes too
     t = tensorfile.read(path, max_bytes=1 << 30)         # a CPU tensor; TensorFileError when malformed
 
 Format (one file, one tensor):
@@ -22,9 +23,11 @@ pickle, no torch.load, nothing in the file is ever executed.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
+import secrets
 import stat
 import struct
 
@@ -78,12 +81,37 @@ def write(path: str | os.PathLike, t: torch.Tensor) -> int:
     flat = host.reshape(-1)
     # NOTE: a uint8 view of the elements, so every dtype (bfloat16 too) leaves as its raw bytes
     raw = flat.view(torch.uint8).numpy() if flat.numel() else b""
-    tmp = f"{os.fspath(path)}.part"
-    with open(tmp, "wb") as f:
-        f.write(MAGIC + struct.pack("<Q", len(text)) + text)
-        f.write(memoryview(raw) if flat.numel() else b"")
-    os.replace(tmp, path)
+    write_fresh(path, [MAGIC + struct.pack("<Q", len(text)) + text, memoryview(raw) if flat.numel() else b""])
     return len(text) + 16 + header["nbytes"]
+
+
+def read_text_nofollow(path: str | os.PathLike, max_bytes: int = 64 << 20) -> str:
+    """The text of a regular file the candidate process may have written (or replaced by a link: OSError, never
+    followed to a file of root's), at most max_bytes of it."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+            raise OSError(f"{os.fspath(path)} is not a regular file")
+        return f.read(max_bytes).decode(errors="replace")
+
+
+def write_fresh(path: str | os.PathLike, chunks) -> None:
+    """Write the chunks (bytes-like) as the file at path, in a directory the candidate process can write too.
+
+    NOTE: a fresh file of a name nobody can guess (O_CREAT | O_EXCL | O_NOFOLLOW), renamed into place: a link
+    the candidate planted at path, or at any name of the form path + ".part", is replaced, never followed
+    (followed, the judge, root, would have written wherever it pointed)."""
+    tmp = f"{os.fspath(path)}.{secrets.token_hex(8)}.part"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            for chunk in ([chunks] if isinstance(chunks, (bytes, str)) else chunks):
+                f.write(chunk.encode() if isinstance(chunk, str) else chunk)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
 
 
 def read_header(fd: int, size: int) -> tuple[dict, int]:

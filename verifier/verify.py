@@ -42,6 +42,7 @@ import json
 import os
 import secrets
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -345,11 +346,17 @@ def cached_baselines(task: Task, config: VerifyConfig) -> dict[str, Timing]:
             return {k: Timing(**v) for k, v in data["baselines"].items()}
     if path in _FAILED:
         raise BaselineError(_FAILED[path])
-    job = {"kind": "baselines", "task_path": str(task.path.resolve()), "device": "cuda", "seed": config.seed,
-           "hidden_seed": secrets.randbelow(2**31 - 1), "reps": config.reps, "warmup": config.warmup,
-           "timing": config.timing,
-           "compile_modes": list(config.compile_modes)}
-    res = run_sandboxed(BASELINE_JOB, job, timeout_s=max(config.timeout_s, 900), output_cap_bytes=config.output_cap_bytes)
+    # NOTE: the task goes in as a copy in a directory of the job's own: the sandbox's unprivileged uid may not
+    # reach the task's path
+    with tempfile.TemporaryDirectory(prefix="kgen-baseline-") as here:
+        task_copy = Path(here) / "task.py"
+        task_copy.write_text(task.source)
+        job = {"kind": "baselines", "task_path": str(task_copy), "device": "cuda", "seed": config.seed,
+               "hidden_seed": secrets.randbelow(2**31 - 1), "reps": config.reps, "warmup": config.warmup,
+               "timing": config.timing,
+               "compile_modes": list(config.compile_modes)}
+        res = run_sandboxed(BASELINE_JOB, job, timeout_s=max(config.timeout_s, 900),
+                            output_cap_bytes=config.output_cap_bytes, cwd=Path(here))
     if not res.message or res.message.get("status") != "ok":
         _FAILED[path] = f"torch.compile baselines for {task.name} not timed: {_baseline_failure(res)}"
         raise BaselineError(_FAILED[path])

@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -423,8 +424,35 @@ def test_a_board_refuses_to_run_where_the_sandbox_is_incomplete_unless_told(tmp_
     assert not (tmp_path / "results" / "leaderboards").exists()
 
 
+def test_a_board_refuses_to_run_where_the_candidate_would_keep_uid_0(tmp_path, monkeypatch, capsys):
+    from agent.cli import main
+    from verifier.sandbox import confinement, drops_uid
+
+    if not (drops_uid() and confinement().get("pid_namespace")):
+        pytest.skip("kgen is not root here, or the OS confinement does not hold")
+    private = tmp_path / "private-lib"    # a PYTHONPATH entry uid 65534 cannot read: the sandbox keeps uid 0
+    private.mkdir(mode=0o700)
+    private.chmod(0o700)
+    root = Path(__file__).resolve().parents[2]
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(root), str(private)]))
+    suite = tmp_path / "suite.txt"
+    suite.write_text(str(root / "tasks" / "softmax.py") + "\n")
+    code = main(["leaderboard", str(suite), "--device", "cpu", "--results", str(tmp_path / "results"),
+                 "--max-iters", "1"])
+    assert code == 2
+    err = capsys.readouterr().err
+    assert f"unprivileged uid (uid 0: {private} is not readable by uid 65534)" in err, err
+
+
 def test_the_sandbox_here_is_complete():
     from agent.commands.leaderboard import sandbox_missing
 
     # this machine and CI (cgroup v1, root): every confinement holds, so boards run without the flag
-    assert sandbox_missing() == []
+    missing = sandbox_missing()
+    if missing:
+        import sys
+
+        from verifier.sandbox import run_sandboxed
+
+        notes = run_sandboxed([sys.executable, "-c", "pass"], {}, timeout_s=60).isolation
+        assert missing == [], [n for n in notes if "NOT" in n]

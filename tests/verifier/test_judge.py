@@ -122,6 +122,27 @@ def test_a_tensor_larger_than_allowed_is_refused_before_it_is_read(tmp_path):
         tensorfile.read(path, max_bytes=3999)
 
 
+def test_a_tensor_file_replaces_a_planted_link_instead_of_following_it(tmp_path):
+    victim = tmp_path / "victim.txt"
+    victim.write_text("not kgen's to write")
+    for name in ("in-1-0.t", "in-1-0.t.part"):
+        (tmp_path / name).symlink_to(victim)
+    tensorfile.write(tmp_path / "in-1-0.t", torch.ones(3))
+    assert victim.read_text() == "not kgen's to write"
+    assert not (tmp_path / "in-1-0.t").is_symlink()
+    assert tensorfile.read(tmp_path / "in-1-0.t", max_bytes=1 << 20).tolist() == [1.0, 1.0, 1.0]
+
+
+def test_a_text_file_the_candidate_wrote_is_read_only_when_it_is_no_link(tmp_path):
+    secret = tmp_path / "root-only.json"
+    secret.write_text('{"key": "not for the report"}')
+    (tmp_path / "result.json").symlink_to(secret)
+    with pytest.raises(OSError):
+        tensorfile.read_text_nofollow(tmp_path / "result.json")
+    (tmp_path / "plain.json").write_text("{}")
+    assert tensorfile.read_text_nofollow(tmp_path / "plain.json") == "{}"
+
+
 def test_a_symlink_or_a_pipe_is_not_a_tensor_file(tmp_path):
     real = tmp_path / "real.t"
     tensorfile.write(real, torch.ones(3))
