@@ -217,6 +217,22 @@ def _is_load_inline(call: ast.Call, names) -> bool:
     return names.resolve(call.func).split(".")[-1] == "load_inline"
 
 
+def lending_blocked() -> str:
+    """Why a build kgen keeps cannot be lent to the candidate process here, or "" when it can.
+
+    Where kgen is root the candidate runs as the sandbox's unprivileged uid, with compile caches of its own
+    sandbox (verifier.sandbox.PRIVATE_CACHES): kgen's extensions cache is root's and out of its reach, and
+    torch's load_inline must write its lock file beside the library it loads. It then builds in its own
+    process, as before there was a prebuild. Where kgen is not root the candidate keeps kgen's uid and the
+    shared caches, and the prebuild is lent."""
+    from verifier.sandbox import drops_uid
+
+    if drops_uid():
+        return ("the candidate runs as an unprivileged uid with compile caches of its own sandbox, out of reach "
+                "of kgen's build cache")
+    return ""
+
+
 def plan_builds(source: str) -> BuildPlan:
     """Every load_inline call of the source with literal arguments, or an empty plan saying why not."""
     from verifier.static import _Names
@@ -229,6 +245,9 @@ def plan_builds(source: str) -> BuildPlan:
     calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and _is_load_inline(n, names)]
     if not calls:
         return BuildPlan(skipped="no load_inline call")
+    blocked = lending_blocked()
+    if blocked:
+        return BuildPlan(skipped=blocked)
     for node in ast.walk(tree):
         if (isinstance(node, ast.Attribute) and node.attr in ("environ", "putenv", "unsetenv")) or \
                 (isinstance(node, ast.Name) and node.id in ("environ", "putenv")):

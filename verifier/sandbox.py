@@ -206,9 +206,11 @@ def scrubbed_env(extra: dict[str, str] | None = None) -> dict[str, str]:
 
 
 def _launcher(writable: list[str], report_fd: int | None = None, *, profiler: bool = False,
-              share_network: bool = False, own: list[str] = (), shared: list[str] = ()) -> list[str]:
+              share_network: bool = False, own: list[str] = (), shared: list[str] = (),
+              keep_uid: bool = False) -> list[str]:
     options = ([f"--report-fd={report_fd}"] if report_fd is not None else []) + \
         (["--profiler"] if profiler else []) + (["--share-network"] if share_network else []) + \
+        (["--uid=0"] if keep_uid else []) + \
         [f"--own={d}" for d in own] + [f"--share={d}" for d in shared]
     return [sys.executable, "-m", "verifier.confine", *options, *writable, "--"]
 
@@ -845,8 +847,10 @@ class Sandbox:
         here = Path(cwd).resolve() if cwd else None
         shared = [str(here)] if here and private and private_to_kgen(here) else []
         writable = ([str(here)] if here and not shared else []) + ([] if private else caches)
+        # NOTE: a launcher that is not to drop the uid is told so: the shared caches it was handed are root's
         return env, _launcher(writable, report_fd, profiler=profiler, share_network=share_network,
-                              own=[str(workdir)], shared=shared) + list(argv)
+                              own=[str(workdir)], shared=shared, keep_uid=not private and os.geteuid() == 0) \
+            + list(argv)
 
     def _isolation(self, limit_note: str) -> tuple[list[str], list[str]]:
         """The notes for this run (what held, from the launcher's own report) and the properties not in force."""

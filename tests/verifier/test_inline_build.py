@@ -80,6 +80,20 @@ def module_string(source: str, name: str) -> str:
     raise KeyError(name)
 
 
+@pytest.fixture(autouse=True)
+def lendable(monkeypatch):
+    # the prebuild is lent where the candidate keeps kgen's uid and its caches (kgen not root): so here, where
+    # kgen is root, every sandbox of these tests keeps uid 0 (verifier.sandbox passes --uid=0 then)
+    monkeypatch.setattr(sandbox, "drops_uid", lambda: False)
+
+
+def test_nothing_is_prebuilt_where_the_candidate_runs_as_an_unprivileged_uid(monkeypatch):
+    monkeypatch.setattr(sandbox, "drops_uid", lambda: True)
+    plan = plan_builds(kernelbench("model_new_ex_add.py").read_text()) if kernelbench("model_new_ex_add.py").exists() \
+        else plan_builds(TINY)
+    assert not plan and "unprivileged uid" in plan.skipped, plan
+
+
 @pytest.fixture
 def own_cache(tmp_path, monkeypatch):
     """kgen's cache (the index) and the torch extensions cache of this test alone."""
