@@ -187,6 +187,25 @@ def _take_stale_error(flush: torch.Tensor) -> None:
             continue
 
 
+def _settle_generator_after_failed_capture() -> None:
+    """A capture that ends in an error skips torch's epilogue for the CUDA generator it registered, which then
+    refuses every later draw outside a capture ("Offset increment outside graph capture encountered
+    unexpectedly"): the timing loop's fresh inputs would raise, and an honest kernel read as a runtime error.
+    One trivial capture that ends well runs that epilogue. Never raises.
+
+    NOTE: seen on the H200 (2026-12-01, three honest Triton kernels timed after a refused capture, six
+    verifications sharing the GPU); this remedy follows torch's CUDAGraph code and is not yet measured there."""
+    try:
+        scratch = torch.zeros(1, device="cuda")
+        graph = _Graph()
+        with _graph_capture(graph):
+            scratch.add_(1)
+        _synchronize()
+        del graph
+    except Exception:  # noqa: BLE001 - nothing more to do; the timing loop says what it meets
+        pass
+
+
 def _capture_refusal(text: str) -> bool:
     low = text.lower()
     return any(r.lower() in low for r in _REFUSALS)
@@ -296,6 +315,7 @@ def time_call(fn, refresh=None, *, method: str = "events", reps: int = 100, warm
                 raise EscapedStream(f"forward left work on a side stream that is not joined back to the caller's "
                                     f"stream: it ran outside the timed stream ({first})") from None
             _synchronize()
+            _settle_generator_after_failed_capture()
             note = (f"not capturable in a CUDA graph ({type(exc).__name__}: {first}): timed with plain events, "
                     f"the host's cost of the call included")
             if _capture_refusal(str(exc)):
