@@ -50,6 +50,8 @@ def test_a_verified_load_inline_candidate_is_profiled_with_its_build(tmp_path, m
         pytest.skip("nvcc not on PATH")
     monkeypatch.setattr(sandbox, "CACHE_ROOT", tmp_path / "kgen")
     monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path / "torch_extensions"))
+    # a build is lent only where the candidate keeps kgen's uid and caches (kgen not root: inline_build)
+    monkeypatch.setattr(sandbox, "drops_uid", lambda: False)
     offline = inline_build.toolchain("cpu")
     monkeypatch.setattr(inline_build, "toolchain", lambda device: offline)   # the GPU's toolchain, as it were
     job = job_for(tmp_path, SCALE)
