@@ -364,14 +364,11 @@ class _State:
         target = {"last": self.last_inputs, "timing": self.timing_buffers}.get(into)
         spec, sums = request["inputs"], []
         if isinstance(spec, dict):   # made here from the judge's seed: no tensor travels (verifier.wire)
-            from verifier import timing
-            from verifier.inputs import input_fn, make_inputs
+            from verifier.inputs import input_checksums, input_fn, make_inputs
 
             # NOTE: made on the device, so a refill holds one more set for a moment (verifier.memory_plan)
             given = make_inputs(input_fn(self.task_mod, self.device), spec["seed"], self.device)
-            weights = timing.checksum_weights(spec["seed"], self.device)
-            sums = [float(timing.weighted_checksum(x, weights)) for x in given if type(x) is torch.Tensor]
-            del weights
+            sums = input_checksums(given, spec["seed"], self.device)
         else:
             # a set refilled into buffers is copied from the host: no second copy of it on the device
             given = [tensorfile.read(a["tensor"], max_bytes=1 << 40) if "tensor" in a else a["value"]

@@ -45,6 +45,31 @@ def build_seeded(factory, seed: int, device: str):
         return factory()
 
 
+def input_checksums(xs: list, seed: int, device: str) -> list[float]:
+    """One number per input, the same in the judge and in the candidate process for the same values: a
+    tensor's float64 sum weighted by the ±1 pattern of `seed` (verifier.timing.weighted_checksum), a number
+    as itself, anything else by the CRC-32 of its repr. What the judge compares to know that the candidate
+    process made the inputs it made (verifier.judge, inputs sent as a seed)."""
+    import zlib
+
+    import torch
+
+    from verifier import timing
+
+    weights = None
+    sums = []
+    for x in xs:
+        if isinstance(x, torch.Tensor):
+            if weights is None:
+                weights = timing.checksum_weights(seed, device)
+            sums.append(float(timing.weighted_checksum(x.to(weights.device), weights)))
+        elif type(x) in (bool, int, float):
+            sums.append(float(x))
+        else:
+            sums.append(float(zlib.crc32(repr(x).encode())))
+    return sums
+
+
 def refresh_seed(seed: int, rep: int) -> int:
     """The seed of the rep-th timed call's fresh inputs (warm-up calls have negative reps)."""
     return (seed + 7919 * (rep + 2)) % 2**62

@@ -649,19 +649,17 @@ class _Session:
         """Whether the candidate process's checksums of the inputs it made from seed are those of xs."""
         import torch
 
-        from verifier import timing
+        from verifier.inputs import input_checksums
 
-        tensors = [x for x in xs if isinstance(x, torch.Tensor)]
-        if len(theirs) != len(tensors):
+        if len(theirs) != len(xs):
             return False
-        weights = timing.checksum_weights(seed, tensors[0].device) if tensors else None
-        for x, their in zip(tensors, theirs):
-            mine = float(timing.weighted_checksum(x, weights))
-            if not (math.isfinite(mine) and math.isfinite(their)):   # a NaN or inf hides the rest: use files
+        mine = input_checksums(xs, seed, self.device)
+        for x, m, t in zip(xs, mine, theirs):
+            if not (math.isfinite(m) and math.isfinite(t)):   # a NaN or inf hides the rest: use files
                 return False
             # the same code on the same device gives the same sum; the slack is for a reordered reduction
-            scale = float(x.detach().abs().to(torch.float64).sum())
-            if abs(their - mine) > 1e-9 * (scale + 1.0):
+            scale = float(x.detach().abs().to(torch.float64).sum()) if isinstance(x, torch.Tensor) else 0.0
+            if abs(t - m) > 1e-9 * (scale + 1.0):
                 return False
         return True
 

@@ -29,7 +29,8 @@ an unknown protocol"):
                   "feedback": str}, ...}; with a problem, only "phases" may come along.
     build:   "filled": int, "phases": [[name, seconds], ...]
     forward: "outputs": ["tensor" | {"value": v}, ...], "sequence": bool, "launches": int, "aten_ops": [str],
-             "input_checksums": [float per tensor input] (inputs made from a seed; [] for files)
+             "input_checksums": [float per input] (inputs made from a seed, verifier.inputs.input_checksums;
+             [] for files)
              (output j, when "tensor", is the file f"{prefix}-{j}.t")
     time:    "timing": {Timing's fields}, "note": str, "checked": [{"rep": int, "outputs": [...],
              "sequence": bool}] (the i-th checked call's output j is f"{prefix}-c{i}-{j}.t")

@@ -52,3 +52,21 @@ def test_a_timing_with_an_infinite_mean_is_malformed():
     reply = {"reply": "time", "problem": None, "note": "", "checked": [], "timing": timing}
     with pytest.raises(wire.ProtocolError, match="malformed 'timing'"):
         wire.parse_reply(wire.encode(reply), "time")
+
+
+# ---- the checksums of inputs made from a seed (verifier.inputs.input_checksums), as both sides compute them
+
+
+def test_input_checksums_see_a_changed_tensor_and_a_changed_number():
+    import torch
+
+    from verifier.inputs import input_checksums
+
+    x = torch.arange(12, dtype=torch.float32).reshape(3, 4)
+    same = input_checksums([x, 3, "mean"], seed=7, device="cpu")
+    assert same == input_checksums([x.clone(), 3, "mean"], seed=7, device="cpu")
+    y = x.clone()
+    y[2, 3] += 1.0
+    assert input_checksums([y, 3, "mean"], seed=7, device="cpu")[0] != same[0]
+    assert input_checksums([x, 4, "mean"], seed=7, device="cpu")[1] != same[1]
+    assert input_checksums([x, 3, "sum"], seed=7, device="cpu")[2] != same[2]
