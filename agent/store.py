@@ -26,6 +26,9 @@ a reply or a candidate's output carried it.
     store = Store("results")
     for run in store.list_runs(task="softmax"):
         print(run.run_id, run.status, run.best_speedup)
+
+Over 450 lines on purpose: one class, Store, whose files and SQLite index must be written in step
+(and reindexed together), with the redaction every write goes through.
 """
 
 from __future__ import annotations

@@ -29,6 +29,10 @@ The key stays here: nothing of this process's environment goes to the cluster
 (no runtime_env; a cluster started here starts without the secret names of
 the environment), no call carries it, and each actor scrubs its own
 environment of such names when it starts (`secret_names`).
+
+Over 450 lines on purpose: it is one executor, the actor, the pool that places calls on actors and
+replaces lost ones, and the collaborators a loop gets from them, which change together; apart, each
+would be read only beside the others.
 """
 
 from __future__ import annotations
