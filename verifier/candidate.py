@@ -180,7 +180,7 @@ def _reseed_from_entropy() -> None:
 
 
 def _serve(job: dict, wire) -> None:
-    global _GUARD, _CURRENT_OP
+    global _GUARD, _CURRENT_OP, _STAGING
     if job["device"] == "cpu":
         # NOTE: before any kernel is decorated: Triton reads it then (a pre-started process imported triton already)
         os.environ["TRITON_INTERPRET"] = "1"
@@ -190,9 +190,10 @@ def _serve(job: dict, wire) -> None:
         from verifier import interpreter_fixes
 
         interpreter_fixes.apply()
-    from verifier import integrity
+    from verifier import integrity, tensorfile
 
     _mark("start and import torch" if PRESTART_PHASE not in _PHASES else "set-up once the job came")
+    _STAGING = tensorfile.Staging()
     _reseed_from_entropy()
     _GUARD = integrity.Guard.capture()
     # NOTE: bound before any candidate code runs, as verifier.timing binds its own
@@ -371,14 +372,24 @@ class _State:
             sums = input_checksums(given, spec["seed"], self.device)
         else:
             # a set refilled into buffers is copied from the host: no second copy of it on the device
-            given = [tensorfile.read(a["tensor"], max_bytes=1 << 40) if "tensor" in a else a["value"]
-                     for a in spec]
-            if target is None:
-                given = [g.to(self.device) if type(g) is torch.Tensor else g for g in given]
+            given = []
+            for j, a in enumerate(spec):
+                if "tensor" not in a:
+                    given.append(a["value"])
+                    continue
+                # NOTE: a view of the one staging buffer: copied out before the next file is read into it
+                g = tensorfile.read(a["tensor"], max_bytes=1 << 40, staging=_STAGING)
+                if target is not None and type(target[j]) is torch.Tensor:
+                    with torch.no_grad():
+                        torch._C.TensorBase.copy_(target[j], g)
+                    given.append(target[j])
+                else:
+                    given.append(torch._C.TensorBase.to(g, self.device, copy=True))
+                del g
         if target is not None:
             with torch.no_grad():
                 for b, g in zip(target, given):
-                    if type(b) is torch.Tensor:
+                    if type(b) is torch.Tensor and g is not b:
                         torch._C.TensorBase.copy_(b, g)
             xs = target
         else:
@@ -508,7 +519,7 @@ def _write_outputs(out, prefix: str) -> dict:
     for j, o in enumerate(flatten_outputs(out)[:64]):
         if type(o) is torch.Tensor:
             try:
-                tensorfile.write(f"{prefix}-{j}.t", o)
+                tensorfile.write(f"{prefix}-{j}.t", o, _STAGING)
             except tensorfile.TensorFileError as exc:
                 raise Verdict("rejected", f"output {j}: {exc}") from None
             items.append("tensor")
@@ -679,6 +690,7 @@ def _interpreter_compile_error(exc: BaseException, cause: BaseException | None) 
 # the checks due after any stretch of candidate code
 
 
+_STAGING = None  # verifier.tensorfile.Staging: the host buffer the tensor files pass through (made at start)
 _GUARD = None    # the integrity guard; the harness's own flag changes are told to it
 _POLICY = None   # the run-time policy (audit hook) refusing the candidate frames, processes, files...
 _THREADS: set = set()   # Python threads alive before the candidate was imported

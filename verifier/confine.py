@@ -36,7 +36,9 @@ interpreter or a checkout) replaced by a tmpfs holding only them, bound back
 of the new PID namespace, with /proc/sys and the like read-only; every other
 mount read-only; /dev a tmpfs with only null, zero, full, random, urandom,
 tty, the NVIDIA device nodes and a private /dev/shm (a process may still open
-what its uid's file modes allow, so /dev/vda and the like must not be there).
+what its uid's file modes allow, so /dev/vda and the like must not be there);
+a writable directory under the host's /dev/shm (the judge's exchange directory,
+where tensor files cross in memory) is bound at its path inside the private one.
 
 The user: the program runs as uid and gid 65534 ("nobody", SANDBOX_UID; --uid=N
 another, --uid=0 none), with no supplementary groups, every capability dropped
@@ -259,7 +261,7 @@ def build_file_system(writable: list[str], readable: list[str], reach: tuple[int
             except OSError as exc:
                 problems.append(str(exc))
     try:
-        done["devices"] = _minimal_dev(hidden)
+        done["devices"] = _minimal_dev(hidden, [p for p in keep_rw if _under(p, ["/dev/shm"])])
     except OSError as exc:
         problems.append(f"/dev: {exc}")
         done["devices"] = ""
@@ -298,8 +300,11 @@ def _mask_sockets(problems: list[str]) -> int:
     return masked
 
 
-def _minimal_dev(hidden: list[str]) -> str:
-    """Replace /dev by a tmpfs holding only the devices a candidate needs; returns the list, or raises OSError."""
+def _minimal_dev(hidden: list[str], shared_shm: list[str] = ()) -> str:
+    """Replace /dev by a tmpfs holding only the devices a candidate needs; returns the list, or raises OSError.
+
+    shared_shm: writable directories under the host's /dev/shm (the judge's exchange directory, where tensor
+    files cross in memory): bound at the same paths inside the private /dev/shm, the rest of the host's unseen."""
     if "/run" not in hidden:
         raise OSError(2, "no private /run to build it in")
     stage = "/run/.kgen-dev"
@@ -323,6 +328,10 @@ def _minimal_dev(hidden: list[str]) -> str:
         os.symlink(target, f"{stage}/{name}")
     os.mkdir(f"{stage}/shm")
     _mount("tmpfs", f"{stage}/shm", "tmpfs", MS_NOSUID | MS_NODEV, SHM_SIZE + ",mode=1777")
+    for path in shared_shm:
+        target = stage + path[len("/dev"):]
+        _makedirs(target)
+        _mount(path, target, None, MS_BIND | MS_REC)   # NOTE: the host's /dev is still in place: bound by its path
     os.mkdir(f"{stage}/pts")
     _mount(None, stage, None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NOEXEC)
     _mount(stage, "/dev", None, MS_MOVE)

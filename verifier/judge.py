@@ -92,6 +92,48 @@ SMALL_SHAPES_FLAG = ("checked on the CPU under the Triton interpreter, on the ta
                      "(get_small_inputs()) only: its real shapes were not run, and nothing was timed")
 
 
+EXCHANGE_DIR_ENV = "KGEN_EXCHANGE_DIR"   # where exchange directories go, when set (else exchange_root() decides)
+SHM_DIR = "/dev/shm"
+SHM_MIN_FREE_BYTES = 8 << 30             # a tmpfs with less room is not used: the disk's temporary directory is
+
+
+def exchange_root() -> str:
+    """Where the exchange directories go: $KGEN_EXCHANGE_DIR when set; else /dev/shm where it is a tmpfs kgen can
+    write with SHM_MIN_FREE_BYTES free (a tensor file then crosses memory, not a disk's page cache and its
+    write-back: about a second a 512 MiB output on the H200's disk); else the temporary directory.
+
+    The memory plan sees the free space of the one chosen (verifier.memory_plan: fewer timed outputs kept)."""
+    chosen = os.environ.get(EXCHANGE_DIR_ENV)
+    if chosen:
+        if not os.path.isdir(chosen) or not os.access(chosen, os.W_OK | os.X_OK):
+            raise ValueError(f"{EXCHANGE_DIR_ENV}={chosen} is not a directory kgen can write")
+        return chosen
+    try:
+        if (_is_tmpfs(SHM_DIR) and os.access(SHM_DIR, os.W_OK | os.X_OK)
+                and shutil.disk_usage(SHM_DIR).free >= SHM_MIN_FREE_BYTES):
+            return SHM_DIR
+    except OSError:
+        pass
+    return tempfile.gettempdir()
+
+
+def _is_tmpfs(path: str) -> bool:
+    """Whether path lies on a tmpfs (its mount, the longest mount point above its real path)."""
+    real, best, kind = os.path.realpath(path), "", ""
+    try:
+        with open("/proc/self/mounts") as f:
+            for line in f:
+                fields = line.split()
+                if len(fields) < 3:
+                    continue
+                point = fields[1].replace("\\040", " ")
+                if (real == point or real.startswith(point.rstrip("/") + "/")) and len(point) >= len(best):
+                    best, kind = point, fields[2]
+    except OSError:
+        return False
+    return kind == "tmpfs"
+
+
 def cap(text, limit: int) -> str:
     """A string from the candidate process, at most limit characters."""
     text = text if type(text) is str else str(text)
@@ -111,7 +153,9 @@ class CandidateProcess:
         """prestart=False: the process waits for its job before it imports anything (its start-up is then
         part of the job's time, as when verify() is called without a worker). argv: another program that
         speaks verifier.wire in the candidate process's place (the judge trusts it no more)."""
-        self.exchange = Path(tempfile.mkdtemp(prefix="kgen-exchange-"))
+        root = exchange_root()
+        self.exchange = Path(tempfile.mkdtemp(prefix="kgen-exchange-", dir=root))
+        self.files_in_memory = _is_tmpfs(root)
         try:
             self.wire = JudgeEnd(str(self.exchange))
             self.sandbox = Sandbox(argv or CANDIDATE_ARGV, output_cap_bytes=output_cap_bytes, cwd=self.exchange,
@@ -279,6 +323,9 @@ class _Session:
         self._thread: threading.Thread | None = None
         self.started = False
         self._last = time.perf_counter()
+        from verifier.tensorfile import Staging
+
+        self.staging = Staging()    # the host buffer every tensor file of this verification passes through
 
     # -- bookkeeping
 
@@ -469,7 +516,8 @@ class _Session:
         try:
             self.memory = plan_memory(memory, self.device, self.budget, timing=timed, flush_bytes=flush,
                                       spot_checks=spots, disk_free_bytes=disk_free_bytes(self.process.exchange),
-                                      host_cap_bytes=_sandbox_memory_cap() or None)
+                                      host_cap_bytes=_sandbox_memory_cap() or None,
+                                      files_in_memory=self.process.files_in_memory)
         except MemoryShort as exc:
             raise _HarnessFailure(str(exc)) from None
         self.memory_final = ref_out is not None
@@ -518,7 +566,7 @@ class _Session:
         for j, x in enumerate(xs):
             if isinstance(x, torch.Tensor):
                 path = self._path(f"in-{self.requests}-{j}.t")
-                tensorfile.write(path, x)
+                tensorfile.write(path, x, self.staging)
                 spec.append({"tensor": path})
             elif x is None or type(x) in (bool, int, float, str):
                 spec.append({"value": x})
@@ -545,8 +593,9 @@ class _Session:
                 continue
             path = f"{prefix}-{j}.t"
             try:
-                t = tensorfile.read(path, max_bytes=limit)
-                outs.append(t.to(device))
+                t = tensorfile.read(path, max_bytes=limit, staging=self.staging)
+                # NOTE: copy=True: on the CPU the view of the reused buffer would otherwise be the output itself
+                outs.append(t.to(device, copy=True))
                 del t
             except tensorfile.TensorTooLarge as exc:
                 raise _Decided("mismatch", f"output {j}: {exc}") from None
@@ -579,7 +628,7 @@ class _Session:
         params = []
         for i, (name, t) in enumerate(self.ref.state_dict().items()):
             path = self._path(f"param-{i}.t")
-            tensorfile.write(path, t)
+            tensorfile.write(path, t, self.staging)
             params.append([name, path])
         reply = self.ask("build", "being built", init_seed=self.init_seed, params=params)
         self._cleanup_inputs()
@@ -997,6 +1046,7 @@ def judge(task: Task, source: str, config: VerifyConfig, process: CandidateProce
     if status == "ok" and s.timing is not None:
         result.timing, result.timing_repeat, result.baselines = s.timing, s.timing_repeat, dict(s.baselines)
     stages = {**s.candidate_phases, **s.phases}
+    s.staging.release()
     if device == "cuda":
         import torch
 

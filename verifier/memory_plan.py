@@ -304,12 +304,14 @@ _LEVELS = (
 
 def plan_memory(memory: TaskMemory, device: str, budget: Budget, *, timing: bool, flush_bytes: int = 0,
                 spot_checks: int = 3, disk_free_bytes: int | None = None,
-                host_cap_bytes: int | None = None) -> MemoryPlan:
+                host_cap_bytes: int | None = None, files_in_memory: bool = False) -> MemoryPlan:
     """The plan with the fewest reductions that fits budget; MemoryShort when the smallest does not.
 
     timing: the GPU timing stages run too. flush_bytes: one L2 flush buffer. spot_checks: the timing's own number
     of spot-checked calls. disk_free_bytes: free space where the tensor files go (None: not checked).
-    host_cap_bytes: the host memory the candidate's process may hold (its sandbox's cap; None: not checked)."""
+    host_cap_bytes: the host memory the candidate's process may hold (its sandbox's cap; None: not checked).
+    files_in_memory: the tensor files lie on a tmpfs (verifier.judge.exchange_root): the pages the candidate's
+    process writes there count against its cap too, so the outputs kept must fit beside what it holds."""
     usable = int(budget.bytes * (1 - HEADROOM))
     if device == "cuda":
         usable = min(usable, budget.bytes - MIN_HEADROOM_BYTES)
@@ -339,11 +341,13 @@ def plan_memory(memory: TaskMemory, device: str, budget: Budget, *, timing: bool
                 f"free the GPU so that the snapshot can stay there")
     if disk_free_bytes is not None:
         usable_disk = int(disk_free_bytes * (1 - HEADROOM))
+        if files_in_memory and host_cap_bytes is not None and device == "cuda":
+            usable_disk = max(0, min(usable_disk, int(host_cap_bytes * (1 - HEADROOM)) - host))
         if memory.input_bytes + memory.output_bytes > usable_disk:
             raise MemoryShort(
                 f"a call's tensor files do not fit on disk: its input set ({gib(memory.input_bytes)}) and outputs "
                 f"({gib(memory.output_bytes)}) go through files where {gib(disk_free_bytes)} is free: free disk "
-                f"space there (TMPDIR)")
+                f"space there, or set KGEN_EXCHANGE_DIR to a directory with room")
     if timing and disk_free_bytes is not None:
         # the spot-checked calls' outputs and the graph replay's lie in the exchange directory together
         fits = usable_disk // max(memory.output_bytes, 1) - 1
@@ -351,7 +355,7 @@ def plan_memory(memory: TaskMemory, device: str, budget: Budget, *, timing: bool
             raise MemoryShort(
                 f"the timed calls' outputs do not fit on disk: {SPOT_CHECKS_MIN + 1} output copies of "
                 f"{gib(memory.output_bytes)} are needed where the tensor files go, {gib(disk_free_bytes)} is free: "
-                f"free disk space there (TMPDIR)")
+                f"free space there, or set KGEN_EXCHANGE_DIR to a directory with room")
         if fits < spot_checks:
             checks = fits
             reductions.append(f"{checks} spot-checked timed call(s) instead of {spot_checks} (their outputs go "

@@ -16,6 +16,7 @@ import os
 import re
 import struct
 import sys
+import tempfile
 from pathlib import Path
 from unittest import mock
 
@@ -108,6 +109,52 @@ def test_malformed_tensor_files_are_refused(tmp_path, header, payload, words):
         return
     with pytest.raises(tensorfile.TensorFileError, match=words):
         tensorfile.read(path, max_bytes=1 << 20)
+
+
+def test_a_staging_buffer_is_reused_and_each_read_is_a_view_of_it(tmp_path):
+    staging = tensorfile.Staging()
+    a, b = torch.randn(64, 33), torch.arange(10, dtype=torch.int64)
+    tensorfile.write(tmp_path / "a.t", a, staging)
+    tensorfile.write(tmp_path / "b.t", b, staging)
+    first = tensorfile.read(tmp_path / "a.t", 1 << 20, staging)
+    assert torch.equal(first, a)
+    kept = first.clone()
+    second = tensorfile.read(tmp_path / "b.t", 1 << 20, staging)
+    assert torch.equal(second, b) and second.data_ptr() == first.data_ptr()   # the same buffer: copy before reuse
+    assert not torch.equal(first, a) and torch.equal(kept, a)
+    # a larger tensor grows it; strided and 16-bit tensors leave as their elements
+    big = torch.randn(300, 200, dtype=torch.float64).t()[::2].to(torch.bfloat16)
+    tensorfile.write(tmp_path / "big.t", big, staging)
+    assert torch.equal(tensorfile.read(tmp_path / "big.t", 1 << 20, staging), big)
+    staging.release()
+    assert torch.equal(tensorfile.read(tmp_path / "big.t", 1 << 20, staging), big)
+
+
+def test_a_short_file_read_into_a_staging_buffer_is_refused(tmp_path):
+    staging = tensorfile.Staging()
+    staging.take(1 << 10).fill_(7)   # old bytes there: never shown as elements
+    with pytest.raises(tensorfile.TensorFileError, match="header says"):
+        tensorfile.read(_raw(tmp_path, GOOD_HEADER, b"\0" * 23), 1 << 20, staging)
+
+
+def test_the_exchange_goes_to_a_tmpfs_with_room_else_the_temporary_directory(tmp_path, monkeypatch):
+    from verifier import judge as judge_module
+
+    monkeypatch.delenv(judge_module.EXCHANGE_DIR_ENV, raising=False)
+    monkeypatch.setattr(judge_module, "SHM_DIR", str(tmp_path))   # not a tmpfs here (pytest's tmp_path is on disk)
+    if not judge_module._is_tmpfs(str(tmp_path)):
+        assert judge_module.exchange_root() == tempfile.gettempdir()
+    if judge_module._is_tmpfs("/dev/shm") and os.access("/dev/shm", os.W_OK):
+        monkeypatch.setattr(judge_module, "SHM_DIR", "/dev/shm")
+        monkeypatch.setattr(judge_module, "SHM_MIN_FREE_BYTES", 0)
+        assert judge_module.exchange_root() == "/dev/shm"
+        monkeypatch.setattr(judge_module, "SHM_MIN_FREE_BYTES", 1 << 60)   # no tmpfs has an exbibyte free
+        assert judge_module.exchange_root() == tempfile.gettempdir()
+    monkeypatch.setenv(judge_module.EXCHANGE_DIR_ENV, str(tmp_path))
+    assert judge_module.exchange_root() == str(tmp_path)
+    monkeypatch.setenv(judge_module.EXCHANGE_DIR_ENV, str(tmp_path / "missing"))
+    with pytest.raises(ValueError, match="KGEN_EXCHANGE_DIR"):
+        judge_module.exchange_root()
 
 
 def test_a_file_without_the_magic_is_refused(tmp_path):

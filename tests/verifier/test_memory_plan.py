@@ -351,3 +351,18 @@ def test_a_kernel_that_hoards_the_gpu_is_charged_with_what_then_runs_out(tmp_pat
                     VerifyConfig(device="cuda", timeout_s=600, baselines=False))
     assert result.status in ("rejected", "runtime_error"), (result.status, result.reason)
     assert result.status != "rejected" or "the memory plan leaves it" in result.reason
+
+
+def test_tensor_files_on_a_tmpfs_count_against_the_candidates_host_memory():
+    # a tmpfs's pages are the writer's memory: the outputs kept there must fit beside what the process holds
+    m = TaskMemory(8 * GiB, 8 * GiB, 0, 0, True)
+    budget = Budget(139 * GiB, "139 GiB free")
+    on_disk = plan_memory(m, "cuda", budget, timing=True, spot_checks=3, disk_free_bytes=500 * GiB,
+                          host_cap_bytes=48 * GiB)
+    in_memory = plan_memory(m, "cuda", budget, timing=True, spot_checks=3, disk_free_bytes=500 * GiB,
+                            host_cap_bytes=48 * GiB, files_in_memory=True)
+    assert on_disk.spot_checks == 3
+    assert in_memory.spot_checks < 3 and "spot-checked" in in_memory.note()
+    with pytest.raises(MemoryShort, match="KGEN_EXCHANGE_DIR"):
+        plan_memory(m, "cuda", budget, timing=True, spot_checks=3, disk_free_bytes=500 * GiB,
+                    host_cap_bytes=30 * GiB, files_in_memory=True)

@@ -178,6 +178,27 @@ def test_dev_shm_is_private(tmp_path):
     assert not os.path.exists("/dev/shm/kgen-sandbox-test")
 
 
+@pytest.mark.skipif(not file_confinement()[0], reason="mount namespaces not available here")
+@pytest.mark.skipif(not os.access("/dev/shm", os.W_OK), reason="no writable /dev/shm here")
+def test_a_callers_directory_under_dev_shm_is_bound_into_the_private_one(tmp_path):
+    # the judge's exchange directory lies on /dev/shm where it can: writable inside, the rest of the host's unseen
+    import tempfile
+    from pathlib import Path
+
+    exchange = tempfile.mkdtemp(prefix="kgen-test-exchange-", dir="/dev/shm")
+    neighbour = tempfile.mkdtemp(prefix="kgen-test-neighbour-", dir="/dev/shm")
+    try:
+        res = run_sandboxed(child(tmp_path, f'''
+            open(os.path.join({exchange!r}, "out.t"), "w").write("x")
+            chan.send({{"listing": sorted(os.listdir("/dev/shm")), "neighbour": os.path.exists({neighbour!r})}})'''),
+            {}, timeout_s=30, cwd=Path(exchange))
+        assert res.message == {"listing": [os.path.basename(exchange)], "neighbour": False}, res.stderr[-800:]
+        assert open(os.path.join(exchange, "out.t")).read() == "x"
+    finally:
+        shutil.rmtree(exchange, ignore_errors=True)
+        shutil.rmtree(neighbour, ignore_errors=True)
+
+
 def test_child_runs_in_fresh_cgroups_where_writable(tmp_path):
     res = run_sandboxed(child(tmp_path, '''
         chan.send({"cgroups": open("/proc/self/cgroup").read()})'''), {}, timeout_s=30)
