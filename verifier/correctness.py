@@ -7,6 +7,12 @@ Tolerances by dtype unless the task sets ATOL/RTOL: fp32 1e-4, bf16/fp16 1e-2,
 exact for integers and bools. NaN or Inf in the candidate's output never
 passes where the reference is finite.
 
+The absolute tolerance is for values of unit size: an output whose reference is larger on the whole (a
+product over K = 4096, root-mean-square 64) has rounding errors as large as its terms' sizes, not its own
+element's, and an honest fp32 GEMM that sums in another order (3xTF32, split-K) lands about 1e-3 off where
+an element happens to lie near zero. So atol is applied times the reference's root-mean-square value where
+that exceeds 1 (atol_scale); rtol stays relative to each element.
+
 The elementwise test alone is absolute where values are small: at 8192
 softmax columns every output of a negative input is below fp32's atol 1e-4,
 so an output with half its elements zeroed passed it. Every floating output
@@ -108,6 +114,22 @@ def compare_outputs(cand, ref, atol: float | None = None, rtol: float | None = N
     return None
 
 
+def atol_scale(ref: torch.Tensor) -> float:
+    """What atol is multiplied by for this reference: its root-mean-square value over its finite elements, at
+    least 1 (module docstring); 1 for exact dtypes and empty tensors."""
+    if ref.numel() == 0 or not (ref.is_floating_point() or ref.is_complex()):
+        return 1.0
+    flat = ref.detach().reshape(-1)
+    squares, count = 0.0, 0
+    step = 1 << 22   # NOTE: in slices: a float64 copy of a multi-GB output would not fit beside it
+    for start in range(0, flat.numel(), step):
+        part = flat[start:start + step].to(torch.complex128 if flat.is_complex() else torch.float64)
+        part = part[torch.isfinite(part)]
+        squares += float((part.abs() ** 2).sum())
+        count += part.numel()
+    return max(1.0, (squares / count) ** 0.5) if count else 1.0
+
+
 def _compare_tensor(label: str, c: torch.Tensor, r: torch.Tensor, atol, rtol) -> Mismatch | None:
     if tuple(c.shape) != tuple(r.shape):
         return Mismatch(f"{label}: shape {tuple(c.shape)}, expected {tuple(r.shape)}", "")
@@ -118,7 +140,8 @@ def _compare_tensor(label: str, c: torch.Tensor, r: torch.Tensor, atol, rtol) ->
     a_tol, r_tol = tolerance(r.dtype, atol, rtol)
     cf, rf = c.detach().double(), r.detach().double()
     abs_err = (cf - rf).abs()
-    allowed = a_tol + r_tol * rf.abs()
+    scale = atol_scale(r)
+    allowed = a_tol * scale + r_tol * rf.abs()
     bad = ~(abs_err <= allowed)            # NaN in either side counts as bad
     both_same_inf = torch.isinf(cf) & torch.isinf(rf) & (cf == rf)
     bad &= ~both_same_inf
@@ -134,7 +157,8 @@ def _compare_tensor(label: str, c: torch.Tensor, r: torch.Tensor, atol, rtol) ->
     n_nonfinite = int(nonfinite.sum())
     total = r.numel()
     reason = (f"{label}: {n_bad} of {total} elements differ ({100.0 * n_bad / max(total, 1):.2f}%), "
-              f"max abs err {max_abs:.3g}, max rel err {max_rel:.3g} (atol {a_tol:g}, rtol {r_tol:g})")
+              f"max abs err {max_abs:.3g}, max rel err {max_rel:.3g} (atol {a_tol:g}"
+              f"{f' x {scale:.3g}, the reference RMS' if scale > 1 else ''}, rtol {r_tol:g})")
     if n_nonfinite:
         reason += f"; {n_nonfinite} NaN/Inf where the reference is finite"
     lines = [reason, f"first mismatching indices ({label}, shape {tuple(r.shape)}):"]
