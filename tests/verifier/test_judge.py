@@ -544,7 +544,10 @@ def test_an_honest_kernel_passes_the_block_and_both_times_are_recorded():
     config = VerifyConfig(device="cuda", baselines=False, reps=30)
     result = verify(load_task(SOFTMAX), GOOD_SOFTMAX, config)
     assert result.status == "ok", (result.reason, result.feedback[-600:])
-    assert result.judge_ms_per_call is not None and result.judge_ms_per_call > 0
+    # NOTE: recorded, not necessarily above 0: for this task (a 512 MiB input, 0.28 ms a call) the block is mostly
+    # input generation and checksums, which the judge subtracts as its own process measured them (H200,
+    # 2026-12-01: 0.0000 ms in every verdict); the block bounds claims far below the truth, not a second timing
+    assert result.judge_ms_per_call is not None and result.judge_ms_per_call >= 0
     assert any(f.startswith("the judge's clock:") for f in result.flags)
 
 

@@ -20,6 +20,7 @@ The job's "source" names the lie (the judge passes the source through untouched)
                  5 ms of sleep per call of a timing block
 """
 
+import dataclasses
 import json
 import os
 import sys
@@ -28,6 +29,7 @@ import time
 import torch
 
 from verifier import tensorfile
+from verifier.records import Timing
 from verifier.wire import CandidateEnd
 
 
@@ -41,11 +43,10 @@ def seeded_input(job: dict, seed: int):
 
 
 def seeded_reply(job: dict, request: dict, mode: str) -> dict:
-    from verifier import timing
+    from verifier.inputs import input_checksums
 
     x = seeded_input(job, request["inputs"]["seed"])
-    weights = timing.checksum_weights(request["inputs"]["seed"], job["device"])
-    made = float(timing.weighted_checksum(x, weights))
+    (made,) = input_checksums([x], request["inputs"]["seed"], job["device"])   # the account the judge compares
     if mode == "seeded-softmax":
         out, sums = torch.softmax(x, dim=-1), [made]
     else:   # seeded-lie: a wrong account of the inputs, and an output of other inputs
@@ -112,8 +113,9 @@ def time_reply(job: dict, request: dict) -> dict:
         x = make_inputs(gen, refresh_seed(request["seed"], rep), "cuda")[0]
         tensorfile.write(f"{request['out']}-c{i}-0.t", torch.softmax(x, dim=-1))
         checked.append({"rep": rep, "outputs": ["tensor"], "sequence": False})
-    fake = dict(median_ms=0.01, min_ms=0.01, mean_ms=0.01, p10_ms=0.01, p90_ms=0.01, reps=request["reps"],
-                sync_ms=0.011, host_ms=0.005, method=request["method"])
+    # NOTE: every field of a Timing, as a real candidate process sends it (verifier.wire checks them all)
+    fake = dataclasses.asdict(Timing(median_ms=0.01, min_ms=0.01, mean_ms=0.01, p10_ms=0.01, p90_ms=0.01,
+                                     reps=request["reps"], sync_ms=0.011, host_ms=0.005, method=request["method"]))
     return {"reply": "time", "problem": None, "timing": fake, "note": "", "checked": checked}
 
 
