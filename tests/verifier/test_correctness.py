@@ -155,3 +155,29 @@ def test_small_outputs_keep_the_plain_atol():
     assert atol_scale(torch.tensor([3, 4], dtype=torch.int64)) == 1.0
     assert atol_scale(torch.tensor([float("inf"), 3.0, -3.0])) == 3.0   # over the finite elements
     assert compare_outputs(torch.ones(10) + 5e-3, torch.ones(10)) is not None
+
+
+def test_the_comparison_in_slices_says_what_the_whole_comparison_says(monkeypatch):
+    # a 6 GiB output is compared 2^24 elements at a time (float64 temporaries of 128 MiB, not nine times the
+    # output): slices of 7 elements, across rows, must give the same verdicts, counts, indices and hints
+    from verifier import correctness
+
+    torch.manual_seed(0)
+    ref = torch.randn(37, 53)
+    masked = ref.clone()
+    masked[:, 50:] = 0.0                                  # a masking bug: the last columns left at zero
+    drift = ref * (1 + 3e-4 * torch.randn_like(ref))      # elementwise fine, the norm bound not
+    nan = ref.clone()
+    nan[5, 7] = float("nan")
+    big = torch.randn(16, 1024) * 64
+    cases = [(masked, ref), (drift * 0.05, ref * 0.05), (nan, ref), (ref.clone(), ref), (big + 1e-3, big),
+             (torch.zeros(3, 5), torch.ones(3, 5)), (torch.tensor(2.0), torch.tensor(1.0))]
+    whole = [compare_outputs(c, r) for c, r in cases]
+    monkeypatch.setattr(correctness, "COMPARE_STEP", 7)
+    sliced = [compare_outputs(c, r) for c, r in cases]
+    assert sliced == whole
+    assert whole[0] is not None and "columns 50..52 of 53 affected" in whole[0].feedback
+    assert whole[1] is not None and "norm-relative" in whole[1].reason and "rows carry" in whole[1].feedback
+    assert whole[2] is not None and "1 NaN/Inf" in whole[2].reason and "[5, 7]" in whole[2].feedback
+    assert whole[3] is None and whole[4] is None
+    assert whole[5] is not None and whole[6] is not None
