@@ -134,6 +134,13 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     from verifier.task import TaskError
 
+    if os.environ.get("KGEN_EXCHANGE_DIR"):
+        from verifier.judge import exchange_dir_problem
+
+        problem = exchange_dir_problem()
+        if problem:
+            print(f"kgen: error: {problem}", file=sys.stderr)
+            return 2
     install_stop_signals()
     try:
         code = exit_code(int(args.func(args) or 0))

@@ -105,8 +105,9 @@ def exchange_root() -> str:
     The memory plan sees the free space of the one chosen (verifier.memory_plan: fewer timed outputs kept)."""
     chosen = os.environ.get(EXCHANGE_DIR_ENV)
     if chosen:
-        if not os.path.isdir(chosen) or not os.access(chosen, os.W_OK | os.X_OK):
-            raise ValueError(f"{EXCHANGE_DIR_ENV}={chosen} is not a directory kgen can write")
+        problem = exchange_dir_problem()
+        if problem:
+            raise ValueError(problem)
         return chosen
     try:
         if (_is_tmpfs(SHM_DIR) and os.access(SHM_DIR, os.W_OK | os.X_OK)
@@ -115,6 +116,14 @@ def exchange_root() -> str:
     except OSError:
         pass
     return tempfile.gettempdir()
+
+
+def exchange_dir_problem() -> str | None:
+    """What is wrong with $KGEN_EXCHANGE_DIR, if it is set and wrong (the CLI says it before anything runs)."""
+    chosen = os.environ.get(EXCHANGE_DIR_ENV)
+    if chosen and not (os.path.isdir(chosen) and os.access(chosen, os.W_OK | os.X_OK)):
+        return f"{EXCHANGE_DIR_ENV}={chosen} is not a directory kgen can write (unset it to let kgen choose)"
+    return None
 
 
 def _is_tmpfs(path: str) -> bool:

@@ -79,6 +79,15 @@ def test_an_early_exit_is_one_line_exit_2_and_stops_the_worker(case, tmp_path, w
     assert not _alive(workers[0].pid)
 
 
+def test_an_exchange_directory_that_is_not_writable_is_said_before_anything_starts(tmp_path, workers, monkeypatch,
+                                                                                      capsys):
+    monkeypatch.setenv("KGEN_EXCHANGE_DIR", str(tmp_path / "missing"))
+    assert main(["verify", str(ROOT / "tasks" / "softmax.py"), str(GOOD_KERNEL), "--device", "cpu"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("kgen: error: KGEN_EXCHANGE_DIR=") and err.count("\n") == 1, err
+    assert workers == []
+
+
 @pytest.mark.parametrize("case, words", [("folder", "is a directory, expected a kernel .py file"),
                                          ("latin-1", "not UTF-8 text (byte 0xe9 at offset 16)")])
 def test_a_kernel_path_that_is_no_kernel_file_says_what_it_is(case, words, tmp_path, workers, capsys):

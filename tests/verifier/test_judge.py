@@ -157,6 +157,19 @@ def test_the_exchange_goes_to_a_tmpfs_with_room_else_the_temporary_directory(tmp
         judge_module.exchange_root()
 
 
+def test_a_candidate_process_exchanges_its_files_where_kgen_exchange_dir_says(tmp_path, monkeypatch):
+    from verifier import judge as judge_module
+
+    monkeypatch.setenv(judge_module.EXCHANGE_DIR_ENV, str(tmp_path))
+    process = CandidateProcess(prestart=False)
+    try:
+        assert process.exchange.parent == tmp_path
+        assert process.files_in_memory == judge_module._is_tmpfs(str(tmp_path))
+    finally:
+        process.close()
+    assert list(tmp_path.iterdir()) == []   # nothing left behind
+
+
 def test_a_file_without_the_magic_is_refused(tmp_path):
     with pytest.raises(tensorfile.TensorFileError, match="magic"):
         tensorfile.read(_raw(tmp_path, GOOD_HEADER, b"\0" * 24, magic=b"PK\x03\x04zip!"), max_bytes=1 << 20)
