@@ -401,7 +401,8 @@ class _State:
         if into == "fresh" and request.get("keep", True):
             self.last_inputs = xs
         return {**_write_outputs(out, request["out"]), "launches": n_launch,
-                "aten_ops": [str(o)[:200] for o in ops], "input_checksums": sums}
+                "aten_ops": [str(o)[:200] for o in ops], "input_checksums": sums,
+                "allocator_bytes": int(torch.cuda.memory_reserved()) if self.device == "cuda" else 0}
 
     # -- the in-process timing loop (GPU)
 

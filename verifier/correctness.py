@@ -7,11 +7,13 @@ Tolerances by dtype unless the task sets ATOL/RTOL: fp32 1e-4, bf16/fp16 1e-2,
 exact for integers and bools. NaN or Inf in the candidate's output never
 passes where the reference is finite.
 
-The absolute tolerance is for values of unit size: an output whose reference is larger on the whole (a
-product over K = 4096, root-mean-square 64) has rounding errors as large as its terms' sizes, not its own
-element's, and an honest fp32 GEMM that sums in another order (3xTF32, split-K) lands about 1e-3 off where
-an element happens to lie near zero. So atol is applied times the reference's root-mean-square value where
-that exceeds 1 (atol_scale); rtol stays relative to each element.
+The absolute tolerance is for values of unit size. A row of an output whose reference is larger on the whole
+(a product over K = 4096, root-mean-square 64) has rounding errors as large as its terms' sizes, not its own
+element's: an honest fp32 GEMM that sums in another order (3xTF32, split-K) lands about 1e-3 off where an
+element happens to lie near zero. So atol is applied times the root-mean-square value of the element's row
+(the last dimension; the whole output for fewer than two dimensions) where that exceeds 1 (atol_scales).
+Per row, not per output, so that small rows beside large ones (a concatenation) keep their own atol. rtol
+stays relative to each element.
 
 The elementwise test alone is absolute where values are small: at 8192
 softmax columns every output of a negative input is below fp32's atol 1e-4,
@@ -114,20 +116,32 @@ def compare_outputs(cand, ref, atol: float | None = None, rtol: float | None = N
     return None
 
 
-def atol_scale(ref: torch.Tensor) -> float:
-    """What atol is multiplied by for this reference: its root-mean-square value over its finite elements, at
-    least 1 (module docstring); 1 for exact dtypes and empty tensors."""
+def atol_scales(ref: torch.Tensor) -> torch.Tensor:
+    """What atol is multiplied by, per row of ref (its last dimension; one value for fewer than two dimensions):
+    the root-mean-square of the row's finite elements, at least 1 (module docstring). float64, on ref's device;
+    all ones for exact dtypes."""
+    shape = tuple(ref.shape)
+    cols = shape[-1] if len(shape) >= 2 else max(ref.numel(), 1)
+    rows = max(ref.numel() // max(cols, 1), 1) if cols else 1
+    ones = torch.ones(rows, dtype=torch.float64, device=ref.device)
     if ref.numel() == 0 or not (ref.is_floating_point() or ref.is_complex()):
-        return 1.0
+        return ones
+    squares = torch.zeros(rows, dtype=torch.float64, device=ref.device)
+    counts = torch.zeros(rows, dtype=torch.float64, device=ref.device)
     flat = ref.detach().reshape(-1)
-    squares, count = 0.0, 0
-    step = 1 << 22   # NOTE: in slices: a float64 copy of a multi-GB output would not fit beside it
-    for start in range(0, flat.numel(), step):
-        part = flat[start:start + step].to(torch.complex128 if flat.is_complex() else torch.float64)
-        part = part[torch.isfinite(part)]
-        squares += float((part.abs() ** 2).sum())
-        count += part.numel()
-    return max(1.0, (squares / count) ** 0.5) if count else 1.0
+    for start in range(0, flat.numel(), COMPARE_STEP):
+        part = flat[start:start + COMPARE_STEP]
+        part = part.abs().double() if part.is_complex() else part.double()
+        finite = torch.isfinite(part)
+        row = torch.arange(start, start + part.numel(), device=ref.device) // cols
+        squares.index_add_(0, row, torch.where(finite, part * part, 0.0))
+        counts.index_add_(0, row, finite.double())
+    return torch.maximum(ones, (squares / counts.clamp_min(1.0)).sqrt())
+
+
+def atol_scale(ref: torch.Tensor) -> float:
+    """The largest of atol_scales(ref): how far atol may stretch anywhere in the output."""
+    return float(atol_scales(ref).max())
 
 
 # Elements compared at a time: each float64 temporary of a slice is 128 MiB, whatever the output's size. Whole,
@@ -159,8 +173,10 @@ def _compare_tensor(label: str, c: torch.Tensor, r: torch.Tensor, atol, rtol) ->
     if c.device != r.device:
         return Mismatch(f"{label}: on {c.device}, expected {r.device}", "")
     a_tol, r_tol = tolerance(r.dtype, atol, rtol)
-    scale = atol_scale(r)
+    scales = atol_scales(r)
+    scale = float(scales.max())
     shape, total = tuple(r.shape), r.numel()
+    per_row = len(shape) >= 2 and scale > 1.0
     cols = shape[-1] if len(shape) >= 2 and shape[-1] > 0 else 0
     n_bad = n_nonfinite = 0
     max_abs = max_rel = float("nan")
@@ -169,7 +185,11 @@ def _compare_tensor(label: str, c: torch.Tensor, r: torch.Tensor, atol, rtol) ->
     bad_rows = torch.zeros(total // cols, dtype=torch.bool, device=r.device) if cols else None
     for start, cf, rf in _slices(c, r, COMPARE_STEP):
         abs_err = (cf - rf).abs()
-        bad = ~(abs_err <= a_tol * scale + r_tol * rf.abs())   # NaN in either side counts as bad
+        if per_row:
+            stretch = scales[torch.arange(start, start + rf.numel(), device=rf.device) // shape[-1]]
+        else:
+            stretch = scale
+        bad = ~(abs_err <= a_tol * stretch + r_tol * rf.abs())   # NaN in either side counts as bad
         bad &= ~(torch.isinf(cf) & torch.isinf(rf) & (cf == rf))
         nonfinite = ~torch.isfinite(cf) & torch.isfinite(rf)
         bad |= nonfinite
@@ -195,7 +215,8 @@ def _compare_tensor(label: str, c: torch.Tensor, r: torch.Tensor, atol, rtol) ->
         return _compare_norm(label, c, r, atol, rtol)
     reason = (f"{label}: {n_bad} of {total} elements differ ({100.0 * n_bad / max(total, 1):.2f}%), "
               f"max abs err {max_abs:.3g}, max rel err {max_rel:.3g} (atol {a_tol:g}"
-              f"{f' x {scale:.3g}, the reference RMS' if scale > 1 else ''}, rtol {r_tol:g})")
+              f"{f' x the reference RMS of {scale:.3g}' if scale > 1 and not per_row else ''}"
+              f"{f' x the row RMS where above 1, at most {scale:.3g}' if per_row else ''}, rtol {r_tol:g})")
     if n_nonfinite:
         reason += f"; {n_nonfinite} NaN/Inf where the reference is finite"
     lines = [reason, f"first mismatching indices ({label}, shape {shape}):"]

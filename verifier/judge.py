@@ -286,10 +286,11 @@ def checksum_tolerance(ref, dtype, atol, rtol) -> float:
     plus float64 rounding of two sums of N terms; atol scaled as the elementwise test scales it."""
     import torch
 
-    from verifier.correctness import atol_scale, tolerance
+    from verifier.correctness import atol_scales, tolerance
 
     a_tol, r_tol = tolerance(dtype, atol, rtol)
-    a_tol *= atol_scale(ref)
+    scales = atol_scales(ref)   # per row: the elementwise bound's atol sums to atol x (sum of scales x row length)
+    a_tol *= float(scales.sum()) / scales.numel()
     flat = ref.detach().reshape(-1)
     if flat.dtype == torch.bool:   # abs() has no bool kernel; the values are 0 and 1 either way
         flat = flat.to(torch.uint8)
@@ -329,6 +330,7 @@ class _Session:
         self.memory_final = False   # the plan was made from the reference's measured outputs and transients
         self.budget = None          # verifier.memory_plan.Budget, measured once the candidate's ModelNew was built
         self.outside0: int | None = None   # what was held outside the judge then (bytes): the candidate's baseline
+        self.said_allocator_bytes: int | None = None   # the candidate process's own account after its last call
         self.ref_peak: int | None = None   # the reference's first call: what the allocator's peak rose by (GPU)
         self._thread: threading.Thread | None = None
         self.started = False
@@ -541,13 +543,16 @@ class _Session:
 
         now = self._outside()
         share = self.memory.candidate_share_bytes if self.memory is not None else None
+        # NOTE: the process's own account is told, never used to decide: it can say anything
+        said = (f" (its torch allocator held {gib(self.said_allocator_bytes)} after its last call, as it says)"
+                if self.said_allocator_bytes is not None and self.device == "cuda" else "")
         if now is not None and self.outside0 is not None and share is not None:
             grown = now - self.outside0
             slack = max(CONTEXT_SLACK_BYTES, CONTEXT_SLACK_SHARE * self.memory.budget.bytes)
             if grown > share * SHARE_SLACK + slack:
-                return "rejected", (f"the candidate's process took {gib(grown)} of memory beyond its ModelNew, more "
-                                    f"than the {gib(share)} the memory plan leaves it, and then {text}")
-        return "harness_error", f"kgen's own failure, not the kernel's: {text}"
+                return "rejected", (f"the candidate's process took {gib(grown)} of memory beyond its ModelNew{said}, "
+                                    f"more than the {gib(share)} the memory plan leaves it, and then {text}")
+        return "harness_error", f"kgen's own failure, not the kernel's: {text}{said}"
 
     def blame_said(self, problem: dict) -> tuple[str, str]:
         """The candidate's process said kgen's harness there ran out of memory: checked here, while it still holds
@@ -603,7 +608,7 @@ class _Session:
                 continue
             path = f"{prefix}-{j}.t"
             try:
-                t = tensorfile.read(path, max_bytes=limit, staging=self.staging)
+                t = tensorfile.read(path, max_bytes=limit, staging=self.staging, max_staged=largest)
                 # NOTE: copy=True: on the CPU the view of the reused buffer would otherwise be the output itself
                 outs.append(t.to(device, copy=True))
                 del t
@@ -694,6 +699,7 @@ class _Session:
         self._cleanup_inputs()
         self.ran = True
         self.aten_ops = [cap(op, 100) for op in reply["aten_ops"][:50]]
+        self.said_allocator_bytes = reply.get("allocator_bytes")
         if seeded and not self.same_inputs(xs, seed, reply["input_checksums"]):
             self.seeded_inputs = False
             self.flags.append("inputs sent as files: the candidate process's own making of them from a seed "

@@ -196,11 +196,14 @@ def validate_header(header) -> None:
         raise TensorFileError("nbytes does not match shape and dtype")
 
 
-def read(path: str | os.PathLike, max_bytes: int, staging: Staging | None = None) -> torch.Tensor:
+def read(path: str | os.PathLike, max_bytes: int, staging: Staging | None = None,
+         max_staged: int | None = None) -> torch.Tensor:
     """The tensor in path as a CPU tensor; TensorFileError when the file is malformed.
 
     Without staging the tensor has memory of its own; with it, it is a view of staging's buffer, good until
-    the buffer's next use: copy it (to the device, or clone) before reading or writing another file."""
+    the buffer's next use: copy it (to the device, or clone) before reading or writing another file.
+    max_staged: a file of more bytes is read into memory of its own, so that a file the other side made too
+    large (a wrong dtype, up to max_bytes) never grows the page-locked buffer past what is expected."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except OSError as exc:
@@ -216,7 +219,8 @@ def read(path: str | os.PathLike, max_bytes: int, staging: Staging | None = None
                                  f"than the {max_bytes} allowed here")
         if info.st_size - start != nbytes:
             raise TensorFileError(f"{info.st_size - start} bytes of elements, the header says {nbytes}")
-        buf = staging.take(nbytes) if staging is not None and nbytes else torch.empty(nbytes, dtype=torch.uint8)
+        staged = staging is not None and nbytes and (max_staged is None or nbytes <= max_staged)
+        buf = staging.take(nbytes) if staged else torch.empty(nbytes, dtype=torch.uint8)
         view, got = memoryview(buf.numpy()).cast("B"), 0
         while got < nbytes:
             n = os.preadv(fd, [view[got:]], start + got)

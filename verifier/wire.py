@@ -30,7 +30,8 @@ an unknown protocol"):
     build:   "filled": int, "phases": [[name, seconds], ...]
     forward: "outputs": ["tensor" | {"value": v}, ...], "sequence": bool, "launches": int, "aten_ops": [str],
              "input_checksums": [float per input] (inputs made from a seed, verifier.inputs.input_checksums;
-             [] for files)
+             [] for files); optional "allocator_bytes": int (what its torch allocator reserves after the
+             call: told in a memory verdict as the process's own account, never believed)
              (output j, when "tensor", is the file f"{prefix}-{j}.t")
     time:    "timing": {Timing's fields}, "note": str, "checked": [{"rep": int, "outputs": [...],
              "sequence": bool}] (the i-th checked call's output j is f"{prefix}-c{i}-{j}.t")
@@ -167,6 +168,10 @@ REPLY_FIELDS = {
     "block": {"checksums": _checksums},
     "exit": {"phases": _phases},
 }
+# Fields a reply may leave out (each still checked when it comes).
+OPTIONAL_FIELDS = {
+    "forward": {"allocator_bytes": lambda v: _is_int(v) and v >= 0},
+}
 
 
 def _problem(v) -> bool:
@@ -194,12 +199,13 @@ def parse_reply(line: bytes, op: str) -> dict:
         if extra or ("phases" in message and not _phases(message["phases"])):
             raise ProtocolError(f"unknown fields in its {op!r} reply")
         return message
-    fields = REPLY_FIELDS[op]
-    if set(message) != {"reply", "problem", *fields}:
-        odd = sorted(set(message) ^ {"reply", "problem", *fields})
+    fields, optional = REPLY_FIELDS[op], OPTIONAL_FIELDS.get(op, {})
+    required = {"reply", "problem", *fields}
+    if not required <= set(message) <= required | set(optional):
+        odd = sorted((set(message) ^ required) - set(optional))
         raise ProtocolError(f"fields {', '.join(str(k)[:40] for k in odd[:4])} wrong in its {op!r} reply")
-    for key, valid in fields.items():
-        if not valid(message[key]):
+    for key, valid in {**fields, **optional}.items():
+        if key in message and not valid(message[key]):
             raise ProtocolError(f"a malformed {key!r} in its {op!r} reply")
     return message
 

@@ -2,7 +2,7 @@
 
 import torch
 
-from verifier.correctness import MAX_FEEDBACK_CHARS, aliases, atol_scale, compare_outputs
+from verifier.correctness import MAX_FEEDBACK_CHARS, aliases, atol_scale, atol_scales, compare_outputs
 
 
 def test_equal_outputs_pass():
@@ -146,7 +146,7 @@ def test_a_long_products_rounding_near_zero_elements_passes_as_the_reference_sca
     wrong = ref.clone()
     wrong[7, 9] = 0.0   # one element dropped: far past 1e-4 x 64
     problem = compare_outputs(wrong, ref)
-    assert problem is not None and "1 of 65536" in problem.reason and "the reference RMS" in problem.reason
+    assert problem is not None and "1 of 65536" in problem.reason and "the row RMS" in problem.reason
 
 
 def test_small_outputs_keep_the_plain_atol():
@@ -154,6 +154,7 @@ def test_small_outputs_keep_the_plain_atol():
     assert atol_scale(ref) == 1.0
     assert atol_scale(torch.tensor([3, 4], dtype=torch.int64)) == 1.0
     assert atol_scale(torch.tensor([float("inf"), 3.0, -3.0])) == 3.0   # over the finite elements
+    assert atol_scales(torch.tensor([[3.0, -3.0], [0.1, 0.2]])).tolist() == [3.0, 1.0]   # per row, at least 1
     assert compare_outputs(torch.ones(10) + 5e-3, torch.ones(10)) is not None
 
 
@@ -181,3 +182,20 @@ def test_the_comparison_in_slices_says_what_the_whole_comparison_says(monkeypatc
     assert whole[2] is not None and "1 NaN/Inf" in whole[2].reason and "[5, 7]" in whole[2].feedback
     assert whole[3] is None and whole[4] is None
     assert whole[5] is not None and whole[6] is not None
+
+
+def test_small_rows_beside_large_ones_keep_their_own_atol():
+    # a concatenation of a large block and a softmax: the large rows' RMS must not excuse the small rows
+    torch.manual_seed(0)
+    large = torch.randn(8, 512) * 1e4
+    small = torch.softmax(torch.randn(8, 512), dim=1)
+    ref = torch.cat([large, small])
+    lazy = ref.clone()
+    lazy[8:] = 0.0   # the softmax rows skipped
+    problem = compare_outputs(lazy, ref)
+    # (softmax values below the plain atol 1e-4 pass elementwise as they always did; the rest fail)
+    assert problem is not None and "rows 8..15 of 16 affected" in problem.feedback, problem
+    assert int(problem.reason.split(" of ")[0].split()[-1]) > 4000, problem.reason
+    honest = ref.clone()
+    honest[:8] += 0.5   # rounding of the large rows' size, past an unscaled atol
+    assert compare_outputs(honest, ref) is None

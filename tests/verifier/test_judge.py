@@ -130,6 +130,17 @@ def test_a_staging_buffer_is_reused_and_each_read_is_a_view_of_it(tmp_path):
     assert torch.equal(tensorfile.read(tmp_path / "big.t", 1 << 20, staging), big)
 
 
+def test_a_file_larger_than_expected_is_read_beside_the_staging_buffer_not_into_it(tmp_path):
+    staging = tensorfile.Staging()
+    tensorfile.write(tmp_path / "small.t", torch.ones(4), staging)
+    buffer = tensorfile.read(tmp_path / "small.t", 1 << 20, staging, max_staged=16).data_ptr()
+    wide = torch.randn(64, dtype=torch.float64)   # a wrong dtype, still under max_bytes
+    tensorfile.write(tmp_path / "wide.t", wide)
+    back = tensorfile.read(tmp_path / "wide.t", 1 << 20, staging, max_staged=16)
+    assert torch.equal(back, wide) and back.data_ptr() != buffer
+    assert staging.take(16).data_ptr() == buffer   # not grown to the wrong file's size
+
+
 def test_a_short_file_read_into_a_staging_buffer_is_refused(tmp_path):
     staging = tensorfile.Staging()
     staging.take(1 << 10).fill_(7)   # old bytes there: never shown as elements

@@ -5,12 +5,14 @@ timing code can produce must parse, and a reply that adds, drops or mistypes a f
 """
 
 import dataclasses
+import json
 
 import pytest
 
 from verifier import wire
 from verifier.records import Timing
 from verifier.timing import kernelbench_timing
+from verifier.wire import ProtocolError, parse_reply
 
 
 def time_reply(timing: Timing) -> bytes:
@@ -70,3 +72,18 @@ def test_input_checksums_see_a_changed_tensor_and_a_changed_number():
     assert input_checksums([y, 3, "mean"], seed=7, device="cpu")[0] != same[0]
     assert input_checksums([x, 4, "mean"], seed=7, device="cpu")[1] != same[1]
     assert input_checksums([x, 3, "sum"], seed=7, device="cpu")[2] != same[2]
+
+
+def _forward_reply(**extra) -> bytes:
+    return json.dumps({"reply": "forward", "problem": None, "outputs": ["tensor"], "sequence": False, "launches": 1,
+                       "aten_ops": [], "input_checksums": [], **extra}).encode()
+
+
+def test_the_allocators_account_is_optional_and_checked_when_it_comes():
+    assert "allocator_bytes" not in parse_reply(_forward_reply(), "forward")
+    assert parse_reply(_forward_reply(allocator_bytes=6 << 30), "forward")["allocator_bytes"] == 6 << 30
+    for bad in (-1, "6 GiB", 1.5, None):
+        with pytest.raises(ProtocolError, match="allocator_bytes"):
+            parse_reply(_forward_reply(allocator_bytes=bad), "forward")
+    with pytest.raises(ProtocolError, match="wrong in its 'forward' reply"):
+        parse_reply(_forward_reply(allocator=1), "forward")
