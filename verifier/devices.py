@@ -24,12 +24,18 @@ is "not_checkable" (verifier.verify), decided before any sandbox starts: the
 machine's shortcoming, never the kernel's compile error.
 
     python -m verifier.devices      # prints what this machine can check
+
+`other_gpu_processes(uuid, mine)` lists the compute processes nvidia-smi sees on one GPU besides the pids
+in `mine` (kgen and its sandboxes): kgen's timing checks assume a GPU of its own, and a verdict says who
+else was there. None where that cannot be told: no nvidia-smi, or it does not list kgen's own pid (a
+container whose PID namespace it does not see into), so that a pid of kgen's is never named as another's.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 from pathlib import Path
 
 
@@ -133,6 +139,54 @@ def cuda_checkable_here(backend: str = "load_inline") -> tuple[bool, str]:
         return False, (f"torch {torch.__version__} here has no CUDA headers (c10/cuda/CUDAStream.h): "
                        f"a CPU build of torch cannot compile a load_inline CUDA extension")
     return True, ""
+
+
+NVIDIA_SMI_TIMEOUT_S = 10
+
+
+def other_gpu_processes(uuid: str, mine: set[int], own_pid: int | None = None) -> list[tuple[int, int]] | None:
+    """(pid, MiB used) of every compute process on the GPU whose UUID is `uuid` that is not in `mine`, by
+    nvidia-smi; None where that cannot be told (module docstring). own_pid: the process that must be listed
+    for the pids to be believed (default: this one)."""
+    exe = shutil.which("nvidia-smi")
+    if not exe or not uuid:
+        return None
+    try:
+        done = subprocess.run([exe, "--query-compute-apps=gpu_uuid,pid,used_memory", "--format=csv,noheader,nounits"],
+                              capture_output=True, text=True, timeout=NVIDIA_SMI_TIMEOUT_S)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if done.returncode != 0:
+        return None
+    want = uuid.strip().lower().removeprefix("gpu-")
+    listed: list[tuple[int, int]] = []
+    for line in done.stdout.splitlines():
+        parts = [p.strip() for p in line.split(",")]
+        if len(parts) != 3 or parts[0].lower().removeprefix("gpu-") != want:
+            continue
+        try:
+            pid = int(parts[1])
+        except ValueError:
+            continue
+        try:
+            mib = int(parts[2])
+        except ValueError:   # "[N/A]" where the driver does not say
+            mib = 0
+        listed.append((pid, mib))
+    if (os.getpid() if own_pid is None else own_pid) not in {pid for pid, _ in listed}:
+        return None
+    return [(pid, mib) for pid, mib in listed if pid not in mine]
+
+
+def gpu_uuid(index: int) -> str:
+    """The UUID of CUDA device `index` as nvidia-smi writes it ("GPU-..."), or "" where torch cannot say."""
+    try:
+        import torch
+
+        uuid = str(torch.cuda.get_device_properties(index).uuid)
+        return uuid if uuid.lower().startswith("gpu-") else f"GPU-{uuid}"
+    except Exception:  # noqa: BLE001 - an old torch or no CUDA: nothing to compare
+        return ""
 
 
 if __name__ == "__main__":

@@ -331,6 +331,7 @@ class _Session:
         self.budget = None          # verifier.memory_plan.Budget, measured once the candidate's ModelNew was built
         self.outside0: int | None = None   # what was held outside the judge then (bytes): the candidate's baseline
         self.said_allocator_bytes: int | None = None   # the candidate process's own account after its last call
+        self.others = ""            # the other processes on the GPU as the timing started (note_others_on_gpu)
         self.ref_peak: int | None = None   # the reference's first call: what the allocator's peak rose by (GPU)
         self._thread: threading.Thread | None = None
         self.started = False
@@ -766,6 +767,7 @@ class _Session:
 
         config = self.config
         self.timing_seed = secrets.randbelow(2**31 - 1)
+        self.note_others_on_gpu()
         t_cand = self.timed("candidate")
         self.mark("time candidate")
 
@@ -785,13 +787,36 @@ class _Session:
         self.mark("re-checks after timing")
         escaped = timing.escaped_stream(t_cand)
         if escaped:
-            raise _Decided("rejected", escaped)
+            raise _Decided("rejected", escaped + self.others_said())
         self.timing = t_cand
         if config.repeat_timing:
             self.timing_repeat = self.timed("candidate, timed again")
             self.mark("time candidate again")
         self.block(t_cand)
         self.mark("timing block (the judge's clock)")
+
+    def note_others_on_gpu(self) -> None:
+        """Flag the other processes on this GPU as the timing starts (nvidia-smi; nothing where it cannot tell).
+
+        NOTE: kgen's own process tree (the candidate's sandbox, a pre-started next worker) is not "other"; a
+        process the candidate started is in that tree, so a candidate cannot pass its own work off as another's."""
+        import torch
+
+        from verifier.devices import gpu_uuid, other_gpu_processes
+
+        mine = set(_process_tree(os.getpid()) or {os.getpid(): 0})
+        found = other_gpu_processes(gpu_uuid(torch.cuda.current_device()), mine)
+        if not found:
+            return
+        listed = ", ".join(f"pid {pid} ({mib} MiB)" for pid, mib in found[:5])
+        more = f" and {len(found) - 5} more" if len(found) > 5 else ""
+        self.others = (f"{len(found)} other process(es) on this GPU as it was timed: {listed}{more}; kgen's timing "
+                       f"checks assume a GPU of its own")
+        self.flags.append(self.others)
+
+    def others_said(self) -> str:
+        """What a rejection for time adds where other processes shared the GPU (the check may have seen them)."""
+        return f" ({self.others})" if self.others else ""
 
     def timed(self, who: str) -> Timing:
         """The candidate process's own timing loop, its spot checks and graph replay checked here."""
@@ -909,7 +934,7 @@ class _Session:
         reason = timing.block_inconsistency(t_cand.median_ms, measure)
         self.mark("the block checked (in the judge, the candidate process closed)")
         if reason:
-            raise _Decided("rejected", reason)
+            raise _Decided("rejected", reason + self.others_said())
 
     def last_word(self) -> None:
         reply = self.ask("exit", "being verified")
@@ -1090,8 +1115,8 @@ def _tail(text: str, limit: int = FEEDBACK_CHARS) -> str:
     return text if len(text) <= limit else "...\n" + text[-limit:]
 
 
-def _tree_rss_bytes(pid: int) -> int | None:
-    """Resident memory of pid and every process below it (from /proc), in bytes; None where /proc cannot tell."""
+def _process_tree(pid: int) -> dict[int, int] | None:
+    """{pid: resident bytes} of pid and every process below it (from /proc); None where /proc cannot tell."""
     children: dict[int, list[int]] = {}
     rss: dict[int, int] = {}
     page = os.sysconf("SC_PAGE_SIZE")
@@ -1111,9 +1136,15 @@ def _tree_rss_bytes(pid: int) -> int | None:
         rss[p] = int(fields[21]) * page
     if pid not in rss:
         return None
-    total, todo = 0, [pid]
+    tree, todo = {}, [pid]
     while todo:
         p = todo.pop()
-        total += rss.get(p, 0)
+        tree[p] = rss.get(p, 0)
         todo += children.get(p, [])
-    return total
+    return tree
+
+
+def _tree_rss_bytes(pid: int) -> int | None:
+    """Resident memory of pid and every process below it (from /proc), in bytes; None where /proc cannot tell."""
+    tree = _process_tree(pid)
+    return None if tree is None else sum(tree.values())

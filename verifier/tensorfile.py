@@ -119,11 +119,12 @@ def _register(buf: torch.Tensor) -> bool:
 def write(path: str | os.PathLike, t: torch.Tensor, staging: Staging | None = None) -> int:
     """Write t (any device, any strides) to path, replacing what was there; returns the bytes written.
 
-    staging: the host buffer the elements are copied into on their way (reused); None: a fresh one."""
+    staging: the host buffer the elements are copied into on their way (reused); None: a fresh one. A
+    contiguous CPU tensor is written from its own memory either way."""
     header = header_for(t)
     text = json.dumps(header).encode()
     nbytes = header["nbytes"]
-    if nbytes and staging is not None:
+    if nbytes and staging is not None and not (t.device.type == "cpu" and t.is_contiguous()):
         host = staging.take(nbytes)
         # NOTE: a uint8 buffer viewed as t's dtype and shape: the copy reads any strides, from any device
         host.view(t.dtype).reshape(t.shape).copy_(t.detach())

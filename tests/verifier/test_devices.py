@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -107,3 +108,36 @@ def test_cpu_target_leaves_other_devices_alone():
     with on_device("cpu"):
         x = torch.empty(3, device="meta")
     assert x.device.type == "meta"
+
+
+# ---- other processes on the GPU (a real nvidia-smi's output format, from a stand-in on PATH)
+
+UUID = "GPU-5f2c0a9e-1b3d-4c5e-8f70-123456789abc"
+
+
+def _fake_nvidia_smi(tmp_path, monkeypatch, lines: list[str], code: int = 0) -> None:
+    script = tmp_path / "nvidia-smi"
+    body = "".join(f"echo {line!r}\n" for line in lines)
+    script.write_text(f"#!/bin/sh\n{body}exit {code}\n")
+    script.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:/usr/bin:/bin")
+
+
+def test_other_processes_on_the_gpu_are_named_and_kgens_own_are_not(tmp_path, monkeypatch):
+    me = os.getpid()
+    _fake_nvidia_smi(tmp_path, monkeypatch, [f"{UUID}, {me}, 1024", f"{UUID}, 4242, 20480", f"{UUID}, 777, 600",
+                                             f"GPU-00000000-0000-0000-0000-000000000000, 5151, 9000",
+                                             f"{UUID}, 6161, [N/A]"])
+    assert devices.other_gpu_processes(UUID, mine={me, 777}) == [(4242, 20480), (6161, 0)]
+    assert devices.other_gpu_processes(UUID.lower().removeprefix("GPU-"), mine={me, 777, 4242, 6161}) == []
+
+
+def test_other_processes_cannot_be_told_where_kgen_itself_is_not_listed(tmp_path, monkeypatch):
+    # a container's nvidia-smi shows the host's pids: none of them can be said to be another's
+    _fake_nvidia_smi(tmp_path, monkeypatch, [f"{UUID}, 31337, 1024", f"{UUID}, 4242, 20480"])
+    assert devices.other_gpu_processes(UUID, mine={os.getpid()}) is None
+    _fake_nvidia_smi(tmp_path, monkeypatch, [f"{UUID}, {os.getpid()}, 1024"], code=9)
+    assert devices.other_gpu_processes(UUID, mine=set()) is None
+    monkeypatch.setenv("PATH", str(tmp_path / "nowhere"))
+    assert devices.other_gpu_processes(UUID, mine=set()) is None
+    assert devices.other_gpu_processes("", mine=set()) is None
