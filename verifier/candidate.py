@@ -379,7 +379,7 @@ class _State:
                     continue
                 # NOTE: a view of the one staging buffer: copied out before the next file is read into it
                 g = tensorfile.read(a["tensor"], max_bytes=1 << 40, staging=_STAGING)
-                if target is not None and type(target[j]) is torch.Tensor:
+                if target is not None and j < len(target) and type(target[j]) is torch.Tensor:
                     with torch.no_grad():
                         torch._C.TensorBase.copy_(target[j], g)
                     given.append(target[j])
