@@ -174,9 +174,12 @@ def test_the_comparison_in_slices_says_what_the_whole_comparison_says(monkeypatc
     cases = [(masked, ref), (drift * 0.05, ref * 0.05), (nan, ref), (ref.clone(), ref), (big + 1e-3, big),
              (torch.zeros(3, 5), torch.ones(3, 5)), (torch.tensor(2.0), torch.tensor(1.0))]
     whole = [compare_outputs(c, r) for c, r in cases]
-    monkeypatch.setattr(correctness, "COMPARE_STEP", 7)
-    sliced = [compare_outputs(c, r) for c, r in cases]
-    assert sliced == whole
+    scales = atol_scales(big)
+    # 7: pieces of one row; 106: two rows of 53 at a time; 2048: whole rows of 1024, the rest in one slice
+    for step in (7, 106, 2048):
+        monkeypatch.setattr(correctness, "COMPARE_STEP", step)
+        assert [compare_outputs(c, r) for c, r in cases] == whole, step
+        assert torch.allclose(atol_scales(big), scales, rtol=1e-12, atol=0)
     assert whole[0] is not None and "columns 50..52 of 53 affected" in whole[0].feedback
     assert whole[1] is not None and "norm-relative" in whole[1].reason and "rows carry" in whole[1].feedback
     assert whole[2] is not None and "1 NaN/Inf" in whole[2].reason and "[5, 7]" in whole[2].feedback
