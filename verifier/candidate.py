@@ -42,11 +42,12 @@ reports that from the sandbox's result. A failure of this harness's own allocati
 snapshot, a tensor file: out of memory, disk or file limit) is a "harness_error" problem instead, after which
 the process keeps what it holds and waits for the judge to close: the judge measures before it believes it.
 What the judge's memory plan asks for arrives in the requests: the inputs snapshot on the host, a fresh set
-not kept, fewer spot checks; this process frees its cached device memory after every request.
+not kept, fewer spot checks; this process collects its garbage and frees its cached device memory after every request.
 """
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import secrets
@@ -115,6 +116,7 @@ def _warm_up() -> None:
             torch.cuda.synchronize()  # creates the device's context; allocates nothing
     except Exception:  # noqa: BLE001 - the job meets the same failure and its reply says what it was
         pass
+    gc.freeze()   # torch and Triton stay: the collections after each request need not look at them again
     _mark(PRESTART_PHASE)
 
 
@@ -197,7 +199,11 @@ def _serve(job: dict, wire) -> None:
     _reseed_from_entropy()
     _GUARD = integrity.Guard.capture()
     # NOTE: bound before any candidate code runs, as verifier.timing binds its own
-    release = torch.cuda.empty_cache if job["device"] == "cuda" else (lambda: None)
+    empty_cache = torch.cuda.empty_cache if job["device"] == "cuda" else (lambda: None)
+
+    def release() -> None:
+        _release_after_request(empty_cache)
+
     state = _State(job)
     handlers = {"build": state.build, "forward": state.forward, "time": state.time, "ping": lambda r: {},
                 "block": state.block, "exit": state.exit}
@@ -224,9 +230,27 @@ def _serve(job: dict, wire) -> None:
             # (after a harness_error it stays held: the judge measures what was short)
             release()
         wire.send(reply)
+        if op == "build":
+            # what is alive now (torch, Triton, the task, the candidate's module) is kept to the end: frozen out of
+            # the collections after each request, which then look at that request's objects only
+            gc.freeze()
         if op == "exit" or reply["problem"] is not None and reply["problem"]["status"] != HARNESS_STATUS:
             return
         # after a harness_error the process waits, its memory held, until the judge has measured and closes
+
+
+_collect = gc.collect   # NOTE: bound at import, before any candidate code runs
+
+
+def _release_after_request(empty_cache) -> None:
+    """What a request left behind goes back: its garbage, then (GPU) the allocator's cached blocks.
+
+    NOTE: reference cycles (an exception caught inside a call, the profiler's events, Triton's launch path)
+    keep a call's inputs and outputs alive until Python's collector runs, and a few large calls seldom wake it:
+    on an H200, KernelBench's LeakyReLU (6 GiB in, 6 GiB out) piled up 87 GiB of dead trial sets in this
+    process, and the judge's next allocation ran out. Collected after every request, before the cache goes back."""
+    _collect()
+    empty_cache()
 
 
 def _harness_short(exc: BaseException, device: str, op: str) -> str | None:

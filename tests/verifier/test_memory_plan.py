@@ -281,6 +281,37 @@ def test_a_process_that_grew_past_its_share_is_charged_with_the_judges_out_of_me
     assert "the memory plan leaves it" in result.reason and "ran out of host memory" in result.reason
 
 
+def test_what_a_request_leaves_in_reference_cycles_is_freed_before_the_next():
+    # An honest call leaves a cycle behind (an exception it caught and kept, as Triton's and torch's own launch
+    # paths do): its frame keeps its input and output alive until Python's collector runs, which a few large calls
+    # on a GPU seldom wake (KernelBench's LeakyReLU piled up 87 GiB of dead trial sets on an H200 before this).
+    import gc
+    import weakref
+
+    from verifier.candidate import _release_after_request
+
+    def call():
+        x = torch.ones(1 << 20)
+        out = x * 2
+        try:
+            raise LookupError("a cache miss, handled")
+        except LookupError as exc:
+            kept = exc   # noqa: F841 - the traceback holds this frame, the frame holds it
+        return weakref.ref(x), weakref.ref(out)
+
+    emptied = []
+    was = gc.isenabled()
+    gc.disable()   # the automatic collector stays asleep, as it does between a GPU's few large calls
+    try:
+        refs = [r for _ in range(3) for r in call()]
+        assert all(r() is not None for r in refs)
+        _release_after_request(lambda: emptied.append(True))
+        assert all(r() is None for r in refs) and emptied == [True]
+    finally:
+        if was:
+            gc.enable()
+
+
 def test_the_candidates_share_covers_its_own_phases_and_not_the_judges():
     m = TaskMemory(1 * GiB, 1 * GiB, 0, 0, True)
     plan = plan_memory(m, "cuda", Budget(139 * GiB, "139 GiB free"), timing=True, flush_bytes=120 * MiB)
