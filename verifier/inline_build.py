@@ -109,6 +109,8 @@ class Prebuilt:
     note: str = ""            # a line for the verdict's flags
     problem: dict | None = None   # {"status", "reason", "feedback"} when the build decides the verdict
     key: str = ""
+    # lent as library files (lends_library): [{"name", "digest" (call_digest), "path" (kgen's copy)}]
+    libraries: list = field(default_factory=list)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -217,20 +219,26 @@ def _is_load_inline(call: ast.Call, names) -> bool:
     return names.resolve(call.func).split(".")[-1] == "load_inline"
 
 
-def lending_blocked() -> str:
-    """Why a build kgen keeps cannot be lent to the candidate process here, or "" when it can.
+def lends_library() -> bool:
+    """Whether a build is lent to the candidate process as its library file rather than as its build folder.
 
     Where kgen is root the candidate runs as the sandbox's unprivileged uid, with compile caches of its own
     sandbox (verifier.sandbox.PRIVATE_CACHES): kgen's extensions cache is root's and out of its reach, and
-    torch's load_inline must write its lock file beside the library it loads. It then builds in its own
-    process, as before there was a prebuild. Where kgen is not root the candidate keeps kgen's uid and the
-    shared caches, and the prebuild is lent."""
+    torch's load_inline writes a lock file beside the library it loads. The build then runs in a folder of its
+    own, the library is kept in kgen's cache, and each verification gets a copy of it in its exchange
+    directory, which the candidate's load_inline imports (verifier.candidate) instead of building. Where kgen
+    is not root the candidate keeps kgen's uid and the shared caches: the build folder itself is lent
+    (TORCH_EXTENSIONS_DIR), and ninja finds it up to date."""
     from verifier.sandbox import drops_uid
 
-    if drops_uid():
-        return ("the candidate runs as an unprivileged uid with compile caches of its own sandbox, out of reach "
-                "of kgen's build cache")
-    return ""
+    return drops_uid()
+
+
+def call_digest(arguments: dict) -> str:
+    """SHA-256 of one load_inline call's arguments (those that shape the build), as load_inline takes them:
+    the same for the literal read from the syntax tree and for the call the candidate then makes."""
+    kept = {k: v for k, v in arguments.items() if k not in NOT_IN_KEY}
+    return hashlib.sha256(json.dumps(kept, sort_keys=True, default=list).encode()).hexdigest()
 
 
 def plan_builds(source: str) -> BuildPlan:
@@ -245,9 +253,6 @@ def plan_builds(source: str) -> BuildPlan:
     calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and _is_load_inline(n, names)]
     if not calls:
         return BuildPlan(skipped="no load_inline call")
-    blocked = lending_blocked()
-    if blocked:
-        return BuildPlan(skipped=blocked)
     for node in ast.walk(tree):
         if (isinstance(node, ast.Attribute) and node.attr in ("environ", "putenv", "unsetenv")) or \
                 (isinstance(node, ast.Name) and node.id in ("environ", "putenv")):
@@ -395,6 +400,10 @@ def prebuild(plan: BuildPlan, device: str, timeout_s: float, output_cap_bytes: i
         tools = toolchain(device)
     except Exception as exc:  # noqa: BLE001 - kgen cannot say what it would build with: the old way then
         return Prebuilt(note=f"load_inline built in the candidate's process: no toolchain here ({exc})"[:300])
+    if tools["offline"] and lends_library():
+        # NOTE: nvcc's stand-in caches objects under TORCH_EXTENSIONS_DIR, which the sandbox's uid has of its own
+        return Prebuilt(note="load_inline built in the candidate's process: the candidate runs as an unprivileged "
+                             "uid with compile caches of its own sandbox, and no library is loaded here (no GPU)")
     key = cache_key(plan, tools)
     folder = extensions_root() / f"kgen-{key}"
     env = build_env(folder, tools)
@@ -414,12 +423,15 @@ def _key_lock(key: str) -> threading.Lock:
 
 def _prebuild_locked(plan: BuildPlan, key: str, folder: Path, env: dict, names: str, tools: dict, started: float,
                      timeout_s: float, output_cap_bytes: int) -> Prebuilt:
-    if cached(key, folder):
+    library = lends_library()
+    lent = {k: v for k, v in env.items() if k != "TORCH_EXTENSIONS_DIR"} if library else env
+    libraries = _libraries(plan, folder) if library else []
+    if cached(key, folder) and (not library or all(Path(lib["path"]).is_file() for lib in libraries)):
         with _AHEAD_LOCK:
             ahead = _AHEAD.pop(key, None)
         how = f"built {ahead:.1f} s ahead, beside the round's other candidates" if ahead is not None else \
             "no compile"
-        return Prebuilt(env=env, seconds=time.perf_counter() - started, hit=True, key=key,
+        return Prebuilt(env=lent, seconds=time.perf_counter() - started, hit=True, key=key, libraries=libraries,
                         note=f"load_inline: {names} found built in the cache (key {key}): {how}")
     from verifier.sandbox import run_sandboxed
 
@@ -427,13 +439,32 @@ def _prebuild_locked(plan: BuildPlan, key: str, folder: Path, env: dict, names: 
     # and a key can be guessed from a source) would look up to date to ninja and be recorded as kgen's build
     shutil.rmtree(folder, ignore_errors=True)
     job = {"calls": [c.arguments() for c in plan.calls], "offline": tools["offline"]}
-    res = run_sandboxed(BUILD_JOB, job, timeout_s=timeout_s, output_cap_bytes=output_cap_bytes, extra_env=env)
+    work = None
+    if library:
+        # the sandbox's uid builds in a folder of kgen's that it is handed (shared as its working directory);
+        # its private caches go with the sandbox, so the libraries are taken from there into kgen's cache
+        import tempfile
+
+        from verifier.judge import exchange_root
+
+        work = Path(tempfile.mkdtemp(prefix="kgen-inline-build-", dir=exchange_root()))
+        job["build_root"] = str(work)
+    try:
+        res = run_sandboxed(BUILD_JOB, job, timeout_s=timeout_s, output_cap_bytes=output_cap_bytes,
+                            extra_env=lent if library else env, cwd=work)
+        message = res.message or {}
+        if message.get("status") == "ok" and work is not None:
+            _adopt(work, folder, plan)
+    finally:
+        if work is not None:
+            shutil.rmtree(work, ignore_errors=True)
     seconds = time.perf_counter() - started
-    message = res.message or {}
     if message.get("status") == "ok":
         _record(key, folder, plan, seconds)
-        return Prebuilt(env=env, seconds=seconds, key=key,
-                        note=f"load_inline: {names} built in {seconds:.1f} s in a process of its own (key {key})")
+        how = "; lent to the candidate process as its library file" if library else ""
+        return Prebuilt(env=lent, seconds=seconds, key=key, libraries=libraries,
+                        note=f"load_inline: {names} built in {seconds:.1f} s in a process of its own (key {key})"
+                             f"{how}")
     at_import = any(c.at_import for c in plan.calls)
     if message.get("status") == "compile_error" and at_import:
         return Prebuilt(env=env, seconds=seconds, key=key, problem={
@@ -449,6 +480,28 @@ def _prebuild_locked(plan: BuildPlan, key: str, folder: Path, env: dict, names: 
     return Prebuilt(env=env, seconds=seconds, key=key,
                     note=f"load_inline: the build before the candidate process failed ({str(why)[:200]}); "
                          f"built in the candidate's process instead")
+
+
+def _libraries(plan: BuildPlan, folder: Path) -> list[dict]:
+    """Where each call's library lies in kgen's cache once built, with the digest its call is known by."""
+    return [{"name": c.name, "digest": call_digest(c.arguments()), "path": str(folder / c.name / f"{c.name}.so")}
+            for c in plan.calls]
+
+
+def _adopt(work: Path, folder: Path, plan: BuildPlan) -> None:
+    """Copy each library the sandbox's uid built under work into kgen's cache folder, kgen's own files there.
+    A call whose library is missing leaves the folder without it: that is no cache hit, and the candidate
+    process builds it as before."""
+    for c in plan.calls:
+        built = work / c.name / f"{c.name}.so"
+        if not built.is_file() or built.is_symlink():
+            continue
+        target = folder / c.name
+        target.mkdir(parents=True, exist_ok=True)
+        tmp = target / f".{c.name}.so.{os.getpid()}.tmp"
+        shutil.copyfile(built, tmp)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, target / f"{c.name}.so")
 
 
 def built_env(source: str, device: str = "cuda") -> dict:
@@ -535,6 +588,10 @@ def main() -> None:
             cpp_extension._import_module_from_library = lambda *args, **kwargs: None
         for kwargs in job["calls"]:
             t0 = time.perf_counter()
+            if job.get("build_root"):
+                # NOTE: the folder kgen takes the library from (inline_build._adopt), not this sandbox's caches
+                kwargs = {**kwargs, "build_directory": os.path.join(job["build_root"], kwargs["name"])}
+                os.makedirs(kwargs["build_directory"], exist_ok=True)
             _build_one(kwargs, job["offline"])
             built.append([kwargs["name"], time.perf_counter() - t0])
         message = {"status": "ok", "reason": "built", "built": built}

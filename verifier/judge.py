@@ -63,6 +63,7 @@ import os
 import re
 import secrets
 import shutil
+import stat
 import sys
 import tempfile
 import threading
@@ -306,10 +307,11 @@ class _Session:
     """One verification, from the hand-over to the verdict."""
 
     def __init__(self, task: Task, source: str, config: VerifyConfig, process: CandidateProcess,
-                 device: str, backend: str, build_env: dict | None = None):
+                 device: str, backend: str, build_env: dict | None = None, libraries: list | None = None):
         self.task, self.source, self.config, self.process = task, source, config, process
         self.device, self.backend = device, backend
         self.build_env = dict(build_env or {})
+        self.libraries = list(libraries or [])
         self.flags: list[str] = []
         self.phases: dict[str, float] = {}
         self.candidate_phases: dict[str, float] = {}
@@ -364,13 +366,33 @@ class _Session:
 
     # -- the candidate process
 
+    def _lend_libraries(self) -> list[dict]:
+        """A copy of each load_inline library built before this verification (verifier.inline_build), written
+        fresh into the exchange directory, where the candidate process can read it: [{"name", "digest", "dir"}].
+        A library that cannot be copied is left out (the candidate's load_inline then builds it, as before)."""
+        lent = []
+        for i, lib in enumerate(self.libraries):
+            folder = self.process.exchange / f"library-{i}"
+            try:
+                folder.mkdir(mode=0o755)
+                data = Path(lib["path"]).read_bytes()
+                tensorfile.write_fresh(folder / f"{lib['name']}.so", data)
+                os.chmod(folder, 0o755)
+            except OSError as exc:
+                self.flags.append(f"load_inline: {lib['name']} could not be lent ({exc.strerror or exc}): built "
+                                  f"in the candidate's process")
+                continue
+            lent.append({"name": lib["name"], "digest": lib["digest"], "dir": str(folder)})
+        return lent
+
     def start(self) -> None:
         wire = self.process.wire
         wire.open()
         job = {"task_path": self._task_copy(), "source": self.source, "device": self.device,
                "small_overrides": self.task.small_overrides if self.device == "cpu" else None,
                "backend": self.backend, "requests": wire.requests_path, "replies": wire.replies_path,
-               "exchange": str(self.process.exchange), "build_env": self.build_env}
+               "exchange": str(self.process.exchange), "build_env": self.build_env,
+               "prebuilt": self._lend_libraries()}
         self.deadline = time.monotonic() + self.config.timeout_s + GRACE_S
 
         def run() -> None:
@@ -1002,13 +1024,15 @@ class _Session:
 
 
 def judge(task: Task, source: str, config: VerifyConfig, process: CandidateProcess, *, device: str,
-          backend: str, build_env: dict | None = None) -> tuple[VerifyResult, dict[str, float]]:
+          backend: str, build_env: dict | None = None,
+          libraries: list | None = None) -> tuple[VerifyResult, dict[str, float]]:
     """Verify source in process (started, not yet given a job); (the verdict, where its time went).
 
     The verdict's phases are left to the caller, who knows its own stages; the second value holds the
     candidate process's start-up stages, then the judge's own, in order. build_env: the variables the
-    candidate process sets before it imports the candidate (verifier.inline_build's prebuilt extensions)."""
-    s = _Session(task, source, config, process, device, backend, build_env)
+    candidate process sets before it imports the candidate (verifier.inline_build's prebuilt extensions);
+    libraries: those extensions as library files, lent to its load_inline (verifier.inline_build.lends_library)."""
+    s = _Session(task, source, config, process, device, backend, build_env, libraries)
     base = dict(task=task.name, backend=backend)
     status, reason, feedback = "ok", "correct on every trial", ""
     try:
@@ -1068,8 +1092,12 @@ def judge(task: Task, source: str, config: VerifyConfig, process: CandidateProce
         feedback = _tail(res.stderr)
     elif not status:
         status = "crashed"
-        reason = f"the candidate's process {describe_exit(res.returncode)} without a verdict (while {s.step})"
+        site, words = crash_site(s.process.exchange) if (res.returncode or 0) < 0 else ("", "")
+        reason = f"the candidate's process {describe_exit(res.returncode)} without a verdict (while {s.step}{site})"
         feedback = _tail(res.stderr)
+        if words:   # the stack first: the stderr's tail is what is cut to fit
+            head = f"--- its last words (Python's stack when it died):\n{words[:FEEDBACK_CHARS // 2]}\n--- its stderr:\n"
+            feedback = head + _tail(res.stderr, FEEDBACK_CHARS - len(head))
 
     if status == "ok" and device == "cuda" and config.time_it:
         try:
@@ -1109,6 +1137,50 @@ def judge(task: Task, source: str, config: VerifyConfig, process: CandidateProce
         del s
         torch.cuda.empty_cache()
     return result, stages
+
+
+LAST_WORDS_BYTES = 16 << 10
+_FRAME = re.compile(r'^\s*File "(?P<path>[^"\n]{1,1000})", line (?P<line>\d{1,9}) in (?P<func>[\w<>.]{1,200})\s*$')
+# kgen's steps a fatal signal can interrupt, as its stack names them (verifier.timing, verifier.candidate)
+CRASH_STEPS = {
+    "capture": ("while its forward was captured in a CUDA graph (kgen's graph timing): work that a capture does not "
+                "allow (a stream or cuBLAS handle created inside forward, work on a stream kgen does not time, a "
+                "device synchronisation) can crash there; --timing events times a forward without a graph"),
+    "replay_reproduces": "while its captured CUDA graph was replayed and compared with a plain call",
+    "_timed": "in the timed calls",
+    "time_kernelbench": "in the timed calls (KernelBench's protocol)",
+    "run_candidate": "in a checked call of its forward",
+    "block": "in the judge's timing block",
+    "build": "while ModelNew was built",
+    "_import_candidate": "while its file was imported",
+}
+
+
+def crash_site(exchange: Path) -> tuple[str, str]:
+    """(", <where it died>" for a reason, the stack as written) from the dead candidate process's last words
+    (verifier.candidate._last_words); ("", "") when there are none. The file is the candidate's to write: what
+    it says is quoted as a hint in a "crashed" verdict, never believed for anything else."""
+    from verifier.wire import LAST_WORDS
+
+    try:
+        fd = os.open(exchange / LAST_WORDS, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return "", ""
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):   # a fifo or a device the candidate left there: not read
+            return "", ""
+        words = os.read(fd, LAST_WORDS_BYTES).decode("utf-8", errors="replace")
+    finally:
+        os.close(fd)
+    frames = [m for m in (_FRAME.match(line) for line in words.splitlines()) if m]   # the most recent first
+    if not frames:
+        return "", words[:LAST_WORDS_BYTES]
+    step = next((CRASH_STEPS[m["func"]] for m in frames if "/verifier/" in m["path"] and m["func"] in CRASH_STEPS),
+                "")
+    own = next((m for m in frames if "/verifier/" not in m["path"] and Path(m["path"]).name == "candidate.py"), None)
+    site = (f", at line {own['line']} of the candidate's file, in {own['func'][:60]}" if own else "") + \
+        (f"; {step}" if step else "")
+    return cap(site, 600), words
 
 
 def _tail(text: str, limit: int = FEEDBACK_CHARS) -> str:

@@ -225,7 +225,8 @@ def _verify(task: Task, source: str, config: VerifyConfig, worker: CandidateProc
     prestarted = worker is not None
     try:
         result, stages = judge(task, source, config, process, device=device, backend=backend,
-                               build_env=built.env if built is not None else None)
+                               build_env=built.env if built is not None else None,
+                               libraries=built.libraries if built is not None else None)
     finally:
         if worker is None:
             process.close()

@@ -134,6 +134,12 @@ def test_wild_store_segfault_is_crashed_with_sigsegv():
     result = check(WILD_STORE)
     assert result.status == "crashed", (result.status, result.reason)
     assert "SIGSEGV" in result.reason
+    # where it died, from its fatal-signal stack: the kernel's store (the interpreter runs it in Python), in a
+    # checked call of forward
+    line = next(i for i, text in enumerate(WILD_STORE.splitlines(), 1) if "tl.store(out_ptr + offs + (1 << 40)" in text)
+    assert f"at line {line} of the candidate's file, in wild_kernel; in a checked call of its forward" \
+        in result.reason, result.reason
+    assert "its last words" in result.feedback and "Segmentation fault" in result.feedback
     assert check(GOOD).status == "ok"
 
 

@@ -12,6 +12,7 @@ CUDA source without torch's headers, through the nvcc stand-in (verifier.cuda_of
 from __future__ import annotations
 
 import ast
+import os
 import shutil
 import threading
 import time
@@ -20,6 +21,8 @@ from pathlib import Path
 import pytest
 
 from verifier import inline_build, sandbox
+
+_DROPS_UID = sandbox.drops_uid   # what this machine does, before the fixture below says otherwise
 from verifier.inline_build import BuildPlan, cache_key, plan_builds
 from verifier.records import VerifyConfig
 from verifier.task import load_task
@@ -87,11 +90,11 @@ def lendable(monkeypatch):
     monkeypatch.setattr(sandbox, "drops_uid", lambda: False)
 
 
-def test_nothing_is_prebuilt_where_the_candidate_runs_as_an_unprivileged_uid(monkeypatch):
+def test_without_a_gpu_nothing_is_prebuilt_where_the_candidate_runs_as_an_unprivileged_uid(monkeypatch):
+    # nvcc's stand-in caches its objects where the sandbox's uid has caches of its own: nothing to lend
     monkeypatch.setattr(sandbox, "drops_uid", lambda: True)
-    plan = plan_builds(kernelbench("model_new_ex_add.py").read_text()) if kernelbench("model_new_ex_add.py").exists() \
-        else plan_builds(TINY)
-    assert not plan and "unprivileged uid" in plan.skipped, plan
+    done = inline_build.prebuild(plan_builds(TINY), "cpu", timeout_s=10)
+    assert done.env == {} and done.libraries == [] and "unprivileged uid" in done.note, done
 
 
 @pytest.fixture
@@ -261,6 +264,74 @@ def test_the_candidate_process_takes_only_the_build_variables(monkeypatch):
     assert os.environ.get("TORCH_CUDA_ARCH_LIST") != 9.0
 
 
+# ---- lent as a library file, where the candidate runs as the sandbox's unprivileged uid
+
+
+def test_where_the_uid_drops_the_build_runs_in_a_folder_of_its_own_and_the_library_is_kept(own_cache, monkeypatch):
+    # the build process is the sandbox's (stood in for here: what it is handed and what it leaves); kgen keeps
+    # the library in its own cache, and the second verification finds it there without a build
+    monkeypatch.setattr(sandbox, "drops_uid", lambda: True)
+    monkeypatch.setattr(inline_build, "toolchain", lambda device: TOOLS)
+    seen = []
+
+    def build(argv, job, **kwargs):
+        seen.append((job, kwargs))
+        folder = Path(job["build_root"]) / "kgen_test_scale"
+        folder.mkdir(parents=True)
+        (folder / "kgen_test_scale.so").write_bytes(b"\x7fELF built for uid 65534")
+        (folder / "build.ninja").write_text("left in the build folder")
+        return sandbox.SandboxResult(returncode=0, stdout="", stderr="", timed_out=False, wall_s=1.0,
+                                     message={"status": "ok", "built": [["kgen_test_scale", 1.0]]})
+
+    monkeypatch.setattr(sandbox, "run_sandboxed", build)
+    plan = plan_builds(TINY)
+    first = inline_build.prebuild(plan, "cuda", timeout_s=60)
+    assert first.problem is None and "lent to the candidate process as its library file" in first.note, first.note
+    job, kwargs = seen[0]
+    assert kwargs["cwd"] == Path(job["build_root"]) and not Path(job["build_root"]).exists()   # handed, then gone
+    assert "TORCH_EXTENSIONS_DIR" not in first.env and "TORCH_EXTENSIONS_DIR" not in kwargs["extra_env"]
+    [lib] = first.libraries
+    kept = Path(lib["path"])
+    assert kept.read_bytes().endswith(b"built for uid 65534") and kept.stat().st_uid == os.geteuid()
+    assert oct(kept.stat().st_mode & 0o777) == oct(0o644) and not (kept.parent / "build.ninja").exists()
+    assert lib["digest"] == inline_build.call_digest(plan.calls[0].arguments())
+    second = inline_build.prebuild(plan, "cuda", timeout_s=60)
+    assert second.hit and second.libraries == first.libraries and len(seen) == 1
+    kept.write_bytes(b"changed by someone")            # no longer the bytes recorded: built again
+    inline_build.prebuild(plan, "cuda", timeout_s=60)
+    assert len(seen) == 2
+
+
+def test_the_candidates_load_inline_imports_a_lent_library_only_for_the_very_call_it_was_built_from(monkeypatch,
+                                                                                                     tmp_path):
+    from torch.utils import cpp_extension
+
+    from verifier import candidate
+
+    plan = plan_builds(TINY)
+    arguments = plan.calls[0].arguments()
+    calls = []
+    import functools
+
+    torch_own = functools.wraps(cpp_extension.load_inline)(lambda *a, **k: calls.append(("built", a, k)) or "built")
+    monkeypatch.setattr(cpp_extension, "load_inline", torch_own)     # torch's, with its signature
+    monkeypatch.setattr(cpp_extension, "_import_module_from_library",
+                        lambda name, path, python: calls.append(("imported", name, path, python)) or "imported")
+    candidate._lend_libraries([{"name": "kgen_test_scale", "digest": inline_build.call_digest(arguments),
+                                "dir": str(tmp_path)}, {"name": 3, "digest": None, "dir": "/"}])
+    load = cpp_extension.load_inline
+    # as the file calls it (keywords), and positionally: the library, nothing built
+    assert load(**arguments) == "imported" and calls[-1] == ("imported", "kgen_test_scale", str(tmp_path), True)
+    assert load(arguments["name"], arguments["cpp_sources"], arguments["cuda_sources"],
+                **{k: v for k, v in arguments.items() if k not in ("name", "cpp_sources", "cuda_sources")}) \
+        == "imported"
+    assert load(**{**arguments, "verbose": False}) == "imported"           # what it prints is not what it builds
+    # any other call is torch's own
+    for other in ({**arguments, "extra_cuda_cflags": ["-DSCALE=5.0f"]}, {**arguments, "build_directory": "/tmp/x"},
+                  {**arguments, "name": "another"}):
+        assert load(**other) == "built" and calls[-1][0] == "built"
+
+
 # ---- through verify(), on the CPU (nvcc only)
 
 
@@ -378,6 +449,29 @@ def test_cold_and_cached_builds_on_gpu(own_cache):
     assert warm.status == "ok", (warm.status, warm.reason)
     assert any("found built in the cache" in f for f in warm.flags), warm.flags
     assert warm.phases[inline_build.PHASE] < 1.0
+    assert warm.wall_s <= 5.0, warm.phases
+
+
+@pytest.mark.gpu
+def test_cold_and_cached_builds_on_gpu_where_the_candidate_runs_as_the_unprivileged_uid(own_cache, monkeypatch):
+    # kgen as root (the GPU machine): the candidate is uid 65534 and gets the library file, not the build folder
+    monkeypatch.setattr(sandbox, "drops_uid", _DROPS_UID)
+    if not sandbox.drops_uid():
+        pytest.skip("the candidate keeps kgen's uid here (kgen is not root)")
+    problem, solution, _ = KERNELBENCH_CUDA[2]
+    task, source = load_task(kernelbench(problem)), kernelbench(solution).read_text()
+    cold = verify(task, source, GPU)
+    assert cold.status == "ok", (cold.status, cold.reason, cold.feedback[-800:])
+    assert any("fused_gelu built in" in f and "library file" in f for f in cold.flags), cold.flags
+    worker = prestart_worker()
+    time.sleep(10)
+    warm = verify(task, source, GPU, worker=worker)
+    print(f"\nas uid 65534: cold build {cold.phases[inline_build.PHASE]:.1f} s, verdict {cold.wall_s:.1f} s; cached "
+          f"build {warm.phases[inline_build.PHASE]:.2f} s, import {warm.phases.get('import task and candidate', 0):.2f} "
+          f"s, verdict {warm.wall_s:.1f} s")
+    assert warm.status == "ok", (warm.status, warm.reason)
+    assert any("found built in the cache" in f for f in warm.flags), warm.flags
+    assert warm.phases["import task and candidate"] < 5.0, warm.phases
     assert warm.wall_s <= 5.0, warm.phases
 
 

@@ -609,3 +609,35 @@ def test_the_torch_profilers_start_and_stop_lines_are_not_the_candidates_output(
              "my own line\n"
              "USDT:2026-12-01 15:54:42 2:2 SyncActivityProfilerHandler.cpp:59] profiler_stop\n")
     assert without_profiler_noise(noisy) == "my own line\n"
+
+
+def test_a_crash_in_the_graph_capture_is_named_from_the_dead_process_stack(tmp_path):
+    from verifier.judge import crash_site
+    from verifier.wire import LAST_WORDS
+
+    (tmp_path / LAST_WORDS).write_text(
+        "Fatal Python error: Segmentation fault\n\nCurrent thread 0x00007f (most recent call first):\n"
+        '  File "/sandbox/work/candidate.py", line 61 in forward\n'
+        '  File "/opt/kgen/verifier/candidate.py", line 455 in <lambda>\n'
+        '  File "/opt/kgen/verifier/timing.py", line 160 in capture\n'
+        '  File "/opt/kgen/verifier/timing.py", line 318 in time_call\n')
+    site, words = crash_site(tmp_path)
+    assert site.startswith(", at line 61 of the candidate's file, in forward; while its forward was captured in a "
+                           "CUDA graph") and "--timing events" in site, site
+    assert "Segmentation fault" in words
+
+
+def test_last_words_that_are_not_a_plain_file_are_not_read(tmp_path):
+    import os
+
+    from verifier.judge import crash_site
+    from verifier.wire import LAST_WORDS
+
+    secret = tmp_path / "elsewhere.txt"
+    secret.write_text('  File "/x/candidate.py", line 1 in forward\n')
+    os.symlink(secret, tmp_path / LAST_WORDS)        # a link the candidate left: never followed
+    assert crash_site(tmp_path) == ("", "")
+    os.unlink(tmp_path / LAST_WORDS)
+    os.mkfifo(tmp_path / LAST_WORDS)                 # a fifo: not opened for a read that would wait
+    assert crash_site(tmp_path) == ("", "")
+    assert crash_site(tmp_path / "missing") == ("", "")
