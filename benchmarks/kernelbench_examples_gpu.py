@@ -15,6 +15,11 @@ verdict:
 - the first CUDA example once more, its extension now in the torch extensions
   cache: the cached build time against the cold one.
 
+With --prebuild, every other case's load_inline source is first built side by
+side in one round (verifier.inline_build.prebuild_round, as the loop does for a
+round's candidates), each build's time printed; those cases then find their
+builds in the cache, and the first stays cold.
+
 A JSON line per case goes to --out; a markdown table is printed last.
 """
 
@@ -62,12 +67,37 @@ def verify(task: Path, kernel: Path, timing: str) -> tuple[float, dict, str]:
     return wall_s, result, done.stderr[-2000:]
 
 
+def prebuild_all(found) -> None:
+    """The distinct load_inline sources of the cases, built at once by verifier.inline_build.prebuild_round."""
+    sys.path.insert(0, str(ROOT))
+    from verifier import inline_build
+
+    # the cold case stays cold: its build is measured inside its own verification
+    cold = {kernel.read_text() for label, _, kernel, _ in found if "(cold build)" in label and kernel.exists()}
+    sources = list(dict.fromkeys(kernel.read_text() for _, _, kernel, _ in found
+                                 if kernel.exists() and "load_inline" in kernel.read_text()
+                                 and kernel.read_text() not in cold))
+    t0 = time.perf_counter()
+    n = inline_build.prebuild_round(sources, "cuda", timeout_s=600, parallel=len(sources) or 1)
+    print(f"prebuild round: {n} load_inline sources built side by side in {time.perf_counter() - t0:.1f} s",
+          flush=True)
+    for entry in sorted(inline_build.index_dir().glob("*.json")):
+        record = json.loads(entry.read_text())
+        print(f"  {', '.join(record.get('names', []))}: {record.get('build_s')} s (key {record.get('key')})",
+              flush=True)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("kb_root", type=Path)
     ap.add_argument("--out", type=Path, default=Path("kb_examples.json"))
     ap.add_argument("--timing", default="graph")
+    ap.add_argument("--prebuild", action="store_true",
+                    help="first build every case's load_inline extensions side by side (one round, as the loop "
+                         "does for a round's candidates); the cases then find them built")
     args = ap.parse_args()
+    if args.prebuild:
+        prebuild_all(cases(args.kb_root))
     rows = []
     with args.out.open("w") as log:
         for label, task, kernel, expected in cases(args.kb_root):

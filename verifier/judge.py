@@ -370,6 +370,8 @@ class _Session:
         """A copy of each load_inline library built before this verification (verifier.inline_build), written
         fresh into the exchange directory, where the candidate process can read it: [{"name", "digest", "dir"}].
         A library that cannot be copied is left out (the candidate's load_inline then builds it, as before)."""
+        from verifier import tensorfile
+
         lent = []
         for i, lib in enumerate(self.libraries):
             folder = self.process.exchange / f"library-{i}"

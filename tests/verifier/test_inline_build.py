@@ -422,6 +422,38 @@ def test_what_the_build_process_built_is_what_load_inline_then_loads_without_a_r
     assert inline_build.cached(built.key, Path(built.env["TORCH_EXTENSIONS_DIR"]))
 
 
+@pytest.mark.slow
+def test_where_the_uid_drops_the_sandboxed_build_leaves_a_library_that_loads_as_the_call_it_was_built_from(
+        own_cache, monkeypatch):
+    # the real build process as the sandbox's unprivileged uid (kgen is root here), on a host C++ extension
+    # (g++, torch's headers: minutes on this machine); then the library kgen kept, loaded in another process
+    # through the candidate process's load_inline for that call, with nothing compiled there
+    import subprocess
+    import sys
+
+    monkeypatch.setattr(sandbox, "drops_uid", _DROPS_UID)
+    if not sandbox.drops_uid():
+        pytest.skip("the candidate keeps kgen's uid here (kgen is not root)")
+    if shutil.which("ninja") is None:
+        pytest.skip("ninja not on PATH")
+    call = inline_build.InlineCall(kwargs=(("name", "kgen_test_thrice"), ("cpp_sources", "int thrice(int x) { return 3 * x; }"),
+                                           ("functions", ("thrice",)), ("verbose", False)), line=1, at_import=True)
+    monkeypatch.setattr(inline_build, "toolchain", lambda device: {**TOOLS, "arch": "", "offline": False})
+    built = inline_build.prebuild(BuildPlan(calls=(call,)), "cuda", timeout_s=900)
+    assert built.problem is None and "library file" in built.note, (built.note, built)
+    [lib] = built.libraries
+    assert Path(lib["path"]).stat().st_uid == os.geteuid()
+    load = ("import json, sys\nfrom verifier import candidate\n"
+            "from torch.utils import cpp_extension\n"
+            "cpp_extension._jit_compile = lambda *a, **k: sys.exit('compiled in the candidate process')\n"
+            f"candidate._lend_libraries([{{'name': 'kgen_test_thrice', 'digest': {lib['digest']!r}, "
+            f"'dir': {str(Path(lib['path']).parent)!r}}}])\n"
+            "m = cpp_extension.load_inline(name='kgen_test_thrice', cpp_sources='int thrice(int x) { return 3 * x; }', "
+            "functions=['thrice'])\nprint(m.thrice(14))")
+    done = subprocess.run([sys.executable, "-c", load], capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert done.stdout.strip().endswith("42"), (done.stdout[-500:], done.stderr[-1500:])
+
+
 # ---- on a GPU (torch with CUDA, nvcc and ninja)
 
 

@@ -641,3 +641,33 @@ def test_last_words_that_are_not_a_plain_file_are_not_read(tmp_path):
     os.mkfifo(tmp_path / LAST_WORDS)                 # a fifo: not opened for a read that would wait
     assert crash_site(tmp_path) == ("", "")
     assert crash_site(tmp_path / "missing") == ("", "")
+
+
+def test_a_prebuilt_library_is_lent_as_a_fresh_copy_in_the_exchange_directory(tmp_path):
+    import os
+    import types
+
+    from verifier.judge import _Session
+    from verifier.records import VerifyConfig
+    from verifier.task import load_task
+
+    kept = tmp_path / "cache" / "ext" / "ext.so"
+    kept.parent.mkdir(parents=True)
+    kept.write_bytes(b"\x7fELF kgen's build")
+    exchange = tmp_path / "exchange"
+    exchange.mkdir()
+    libraries = [{"name": "ext", "digest": "d1", "path": str(kept)},
+                 {"name": "gone", "digest": "d2", "path": str(tmp_path / "missing.so")}]
+    s = _Session(load_task(ROOT / "tasks" / "softmax.py"), "", VerifyConfig(device="cpu"),
+                 types.SimpleNamespace(exchange=exchange), "cuda", "load_inline", {}, libraries)
+    lent = s._lend_libraries()
+    assert lent == [{"name": "ext", "digest": "d1", "dir": str(exchange / "library-0")}]
+    copy = exchange / "library-0" / "ext.so"
+    assert copy.read_bytes() == kept.read_bytes() and oct(copy.stat().st_mode & 0o777) == oct(0o644)
+    assert any("gone could not be lent" in f for f in s.flags), s.flags
+    # a folder the candidate's process made there first is not written into
+    planted = tmp_path / "exchange2"
+    (planted / "library-0").mkdir(parents=True)
+    s = _Session(load_task(ROOT / "tasks" / "softmax.py"), "", VerifyConfig(device="cpu"),
+                 types.SimpleNamespace(exchange=planted), "cuda", "load_inline", {}, libraries[:1])
+    assert s._lend_libraries() == [] and not os.listdir(planted / "library-0")
