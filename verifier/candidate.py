@@ -269,7 +269,7 @@ def _release_after_request(empty_cache) -> None:
 
     NOTE: reference cycles (an exception caught inside a call, the profiler's events, Triton's launch path)
     keep a call's inputs and outputs alive until Python's collector runs, and a few large calls seldom wake it:
-    on an H200, KernelBench's LeakyReLU (6 GiB in, 6 GiB out) piled up 87 GiB of dead trial sets in this
+    on an H200, KernelBench's LeakyReLU (6 GiB in, 6 GiB out) piled up 85 GiB of dead trial sets in this
     process, and the judge's next allocation ran out. Collected after every request, before the cache goes back."""
     _collect()
     empty_cache()

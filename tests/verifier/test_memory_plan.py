@@ -284,7 +284,7 @@ def test_a_process_that_grew_past_its_share_is_charged_with_the_judges_out_of_me
 def test_what_a_request_leaves_in_reference_cycles_is_freed_before_the_next():
     # An honest call leaves a cycle behind (an exception it caught and kept, as Triton's and torch's own launch
     # paths do): its frame keeps its input and output alive until Python's collector runs, which a few large calls
-    # on a GPU seldom wake (KernelBench's LeakyReLU piled up 87 GiB of dead trial sets on an H200 before this).
+    # on a GPU seldom wake (KernelBench's LeakyReLU piled up 85 GiB of dead trial sets on an H200 before this).
     import gc
     import weakref
 
