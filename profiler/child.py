@@ -61,9 +61,9 @@ def run_child(argv: list[str], job_path: Path, workdir: Path, timeout_s: float):
     from verifier.tensorfile import read_text_nofollow
 
     job = json.loads(job_path.read_text())
+    env, job["prebuilt"] = _built_extensions(job, workdir)
     # The sandbox puts the repository on PYTHONPATH, so `-m profiler.ncu_child` imports.
-    result = run_sandboxed(argv, job, timeout_s=timeout_s, output_cap_bytes=256_000, cwd=workdir,
-                           extra_env=_built_extensions(job))
+    result = run_sandboxed(argv, job, timeout_s=timeout_s, output_cap_bytes=256_000, cwd=workdir, extra_env=env)
     child = result.message or {}
     result_path = Path(job["result_path"])
     if not child and result_path.exists():
@@ -74,18 +74,21 @@ def run_child(argv: list[str], job_path: Path, workdir: Path, timeout_s: float):
     return result, child
 
 
-def _built_extensions(job: dict) -> dict:
-    """The variables under which the candidate's load_inline finds its extension built by its verification
-    (verifier.inline_build), so that the profiled child does not compile it again; {} otherwise."""
+def _built_extensions(job: dict, workdir: Path) -> tuple[dict, list]:
+    """(the variables under which the candidate's load_inline finds its extension built by its verification, the
+    libraries lent to it as files in workdir) from verifier.inline_build, so that the profiled child does not
+    compile it again; ({}, []) otherwise."""
     try:
         source = Path(job["candidate_path"]).read_text()
         if "load_inline" not in source:
-            return {}
-        from verifier.inline_build import built_env
+            return {}, []
+        from verifier.inline_build import built_env, built_libraries, lend_copies, lends_library
 
-        return built_env(source, "cuda")
+        if lends_library():   # the child runs as the sandbox's unprivileged uid: a copy of the library it reads
+            return {}, lend_copies(built_libraries(source, "cuda"), workdir)
+        return built_env(source, "cuda"), []
     except Exception:  # noqa: BLE001 - only a shortcut: without it the child builds the extension itself
-        return {}
+        return {}, []
 
 
 def output_tail(text: str, lines: int = 3) -> list[str]:

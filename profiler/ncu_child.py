@@ -56,6 +56,10 @@ def build(job: dict):
     import torch
 
     task = load_module("kgen_task", job["task_path"])
+    if job.get("prebuilt"):   # the verification's load_inline libraries, copied beside the candidate
+        from verifier.inline_build import use_lent_libraries
+
+        use_lent_libraries(job["prebuilt"])
     candidate = load_module("kgen_candidate", job["candidate_path"])
     init = task.get_init_inputs() if hasattr(task, "get_init_inputs") else []
     torch.manual_seed(job["seed"])

@@ -652,7 +652,9 @@ def _import_candidate(job: dict, guard):
     with open(path, "w", encoding="utf-8") as f:
         f.write(job["source"])
     _apply_build_env(job.get("build_env") or {})
-    _lend_libraries(job.get("prebuilt") or [])
+    from verifier.inline_build import use_lent_libraries
+
+    use_lent_libraries(job.get("prebuilt") or [])
     if job["device"] == "cpu" and job["backend"] in ("cupy", "load_inline"):
         from verifier import cuda_offline
 
@@ -687,44 +689,6 @@ def _apply_build_env(env: dict) -> None:
         value = env.get(name)
         if type(value) is str and value:
             os.environ[name] = value
-
-
-def _lend_libraries(lent: list) -> None:
-    """load_inline, for a call whose arguments are those of a library built before this process
-    (verifier.inline_build, lent into the exchange directory by the judge): that library imported, nothing
-    compiled; any other call goes to torch's own load_inline. The library is the candidate's own C++ either way,
-    built by kgen from the literals of its file: nothing here is trusted to it, only its build time is saved."""
-    import inspect
-
-    from verifier.inline_build import KEYWORDS, call_digest
-
-    known = {item["digest"]: (item["name"], item["dir"]) for item in lent
-             if type(item) is dict and all(type(item.get(k)) is str for k in ("name", "digest", "dir"))}
-    if not known:
-        return
-    from torch.utils import cpp_extension
-
-    own, load = cpp_extension.load_inline, cpp_extension._import_module_from_library
-    signature = inspect.signature(own)
-
-    def load_inline(*args, **kwargs):
-        try:
-            given = signature.bind(*args, **kwargs).arguments
-        except TypeError:
-            return own(*args, **kwargs)
-        if set(given) <= set(KEYWORDS):
-            try:
-                digest = call_digest({k: v for k, v in given.items()})
-            except (TypeError, ValueError):
-                digest = None
-            hit = known.get(digest)
-            if hit is not None and hit[0] == given.get("name"):
-                return load(hit[0], hit[1], given.get("is_python_module", True))
-        return own(*args, **kwargs)
-
-    load_inline.__doc__ = own.__doc__
-    load_inline.__wrapped__ = own
-    cpp_extension.load_inline = load_inline
 
 
 # ----------------------------------------------------------------------------------------------

@@ -521,6 +521,80 @@ def built_env(source: str, device: str = "cuda") -> dict:
     return build_env(folder, tools) if cached(key, folder) else {}
 
 
+def use_lent_libraries(lent: list) -> None:
+    """In the process that imports the candidate (verifier.candidate, profiler.ncu_child): load_inline, for a
+    call whose arguments are those of a library built before (lent as [{"name", "digest", "dir"}], a copy in a
+    directory this process can read): that library imported, nothing compiled; any other call goes to torch's
+    own load_inline. The library is the candidate's own C++ either way, built by kgen from the literals of its
+    file: nothing here is trusted to it, only its build time is saved."""
+    import inspect
+
+    known = {item["digest"]: (item["name"], item["dir"]) for item in lent
+             if type(item) is dict and all(type(item.get(k)) is str for k in ("name", "digest", "dir"))}
+    if not known:
+        return
+    from torch.utils import cpp_extension
+
+    own, load = cpp_extension.load_inline, cpp_extension._import_module_from_library
+    signature = inspect.signature(own)
+
+    def load_inline(*args, **kwargs):
+        try:
+            given = signature.bind(*args, **kwargs).arguments
+        except TypeError:
+            return own(*args, **kwargs)
+        if set(given) <= set(KEYWORDS):
+            try:
+                digest = call_digest({k: v for k, v in given.items()})
+            except (TypeError, ValueError):
+                digest = None
+            hit = known.get(digest)
+            if hit is not None and hit[0] == given.get("name"):
+                return load(hit[0], hit[1], given.get("is_python_module", True))
+        return own(*args, **kwargs)
+
+    load_inline.__doc__ = own.__doc__
+    load_inline.__wrapped__ = own
+    cpp_extension.load_inline = load_inline
+
+
+def built_libraries(source: str, device: str = "cuda") -> list[dict]:
+    """The libraries of source's extensions where they are lent as files (lends_library) and the cache has them
+    all; else []. Builds nothing: for another sandboxed run of a verified candidate (the profiler's child)."""
+    plan = plan_builds(source)
+    if not plan or not lends_library():
+        return []
+    try:
+        tools = toolchain(device)
+    except Exception:  # noqa: BLE001
+        return []
+    if tools["offline"]:
+        return []
+    key = cache_key(plan, tools)
+    folder = extensions_root() / f"kgen-{key}"
+    libraries = _libraries(plan, folder)
+    return libraries if cached(key, folder) and all(Path(lib["path"]).is_file() for lib in libraries) else []
+
+
+def lend_copies(libraries: list[dict], folder: Path) -> list[dict]:
+    """A fresh copy of each library under folder (library-<i>/<name>.so, made here, never through a link left
+    there), for a process that can read folder: [{"name", "digest", "dir"}]. One that cannot be copied is left
+    out (that process's load_inline builds it)."""
+    from verifier import tensorfile
+
+    lent = []
+    for i, lib in enumerate(libraries):
+        where = Path(folder) / f"library-{i}"
+        try:
+            where.mkdir(mode=0o755)
+            os.chmod(where, 0o755)
+            tensorfile.write_fresh(where / f"{lib['name']}.so", Path(lib["path"]).read_bytes())
+        except OSError:
+            continue
+        lent.append({"name": lib["name"], "digest": lib["digest"], "dir": str(where)})
+    return lent
+
+
 _AHEAD: dict[str, float] = {}      # key -> seconds its build took in prebuild_round, before its verification
 _AHEAD_LOCK = threading.Lock()
 

@@ -370,21 +370,13 @@ class _Session:
         """A copy of each load_inline library built before this verification (verifier.inline_build), written
         fresh into the exchange directory, where the candidate process can read it: [{"name", "digest", "dir"}].
         A library that cannot be copied is left out (the candidate's load_inline then builds it, as before)."""
-        from verifier import tensorfile
+        from verifier.inline_build import lend_copies
 
-        lent = []
-        for i, lib in enumerate(self.libraries):
-            folder = self.process.exchange / f"library-{i}"
-            try:
-                folder.mkdir(mode=0o755)
-                data = Path(lib["path"]).read_bytes()
-                tensorfile.write_fresh(folder / f"{lib['name']}.so", data)
-                os.chmod(folder, 0o755)
-            except OSError as exc:
-                self.flags.append(f"load_inline: {lib['name']} could not be lent ({exc.strerror or exc}): built "
-                                  f"in the candidate's process")
-                continue
-            lent.append({"name": lib["name"], "digest": lib["digest"], "dir": str(folder)})
+        lent = lend_copies(self.libraries, self.process.exchange)
+        missing = [lib["name"] for lib in self.libraries if lib["name"] not in {x["name"] for x in lent}]
+        if missing:
+            self.flags.append(f"load_inline: {', '.join(missing)[:200]} could not be lent: built in the candidate's "
+                              f"process")
         return lent
 
     def start(self) -> None:

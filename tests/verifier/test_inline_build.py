@@ -306,8 +306,6 @@ def test_the_candidates_load_inline_imports_a_lent_library_only_for_the_very_cal
                                                                                                      tmp_path):
     from torch.utils import cpp_extension
 
-    from verifier import candidate
-
     plan = plan_builds(TINY)
     arguments = plan.calls[0].arguments()
     calls = []
@@ -317,7 +315,7 @@ def test_the_candidates_load_inline_imports_a_lent_library_only_for_the_very_cal
     monkeypatch.setattr(cpp_extension, "load_inline", torch_own)     # torch's, with its signature
     monkeypatch.setattr(cpp_extension, "_import_module_from_library",
                         lambda name, path, python: calls.append(("imported", name, path, python)) or "imported")
-    candidate._lend_libraries([{"name": "kgen_test_scale", "digest": inline_build.call_digest(arguments),
+    inline_build.use_lent_libraries([{"name": "kgen_test_scale", "digest": inline_build.call_digest(arguments),
                                 "dir": str(tmp_path)}, {"name": 3, "digest": None, "dir": "/"}])
     load = cpp_extension.load_inline
     # as the file calls it (keywords), and positionally: the library, nothing built
@@ -443,10 +441,10 @@ def test_where_the_uid_drops_the_sandboxed_build_leaves_a_library_that_loads_as_
     assert built.problem is None and "library file" in built.note, (built.note, built)
     [lib] = built.libraries
     assert Path(lib["path"]).stat().st_uid == os.geteuid()
-    load = ("import json, sys\nfrom verifier import candidate\n"
+    load = ("import json, sys\nfrom verifier import inline_build\n"
             "from torch.utils import cpp_extension\n"
             "cpp_extension._jit_compile = lambda *a, **k: sys.exit('compiled in the candidate process')\n"
-            f"candidate._lend_libraries([{{'name': 'kgen_test_thrice', 'digest': {lib['digest']!r}, "
+            f"inline_build.use_lent_libraries([{{'name': 'kgen_test_thrice', 'digest': {lib['digest']!r}, "
             f"'dir': {str(Path(lib['path']).parent)!r}}}])\n"
             "m = cpp_extension.load_inline(name='kgen_test_thrice', cpp_sources='int thrice(int x) { return 3 * x; }', "
             "functions=['thrice'])\nprint(m.thrice(14))")
