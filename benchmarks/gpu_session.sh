@@ -2,7 +2,7 @@
 # GPU measurements behind benchmarks/*.md, on a machine with no package index.
 # Run from the repository root with the wheels in .whl/ (docs/offline-gpu.md):
 #   bash benchmarks/gpu_session.sh STAGE...
-# stages: baselines verifier timing profile gputests agent leaderboard handwritten, each inside one
+# stages: baselines verifier timing profile gputests agent leaderboard handwritten kernelbench, each inside one
 # 10-minute call except leaderboard: it is resumable (run the stage again, results/ carried back, and
 # finished tasks are skipped; LB_ITERS rounds a task, default 2; TIMING graph|events, default graph;
 # LB_SECONDS stops a board as Ctrl-C does; LB_GPUS=0,1 spreads it over GPUs; LB_SUFFIX starts a
@@ -82,6 +82,18 @@ handwritten)
     --allow-incomplete-isolation --timing "$TIMING" --name "h200-handwritten-$TIMING${LB_SUFFIX:-}" >> "$OUT/leaderboard.log" 2>&1
   cp "results/leaderboards/h200-handwritten-$TIMING${LB_SUFFIX:-}/leaderboard.md" "$OUT/leaderboard_handwritten.md"
   tail -30 "$OUT/leaderboard_handwritten.md" ;;
+kernelbench)
+  # KernelBench's level-1 and level-2 problems at their own sizes, the heuristic proposer, one round each
+  # (benchmarks/kernelbench.md). Resumable as leaderboard is; KB=path of a KernelBench copy (default
+  # ../shared/kernelbench), KB_LEVELS (default "level1 level2"), KB_PROBLEMS (e.g. 1-20) narrows each level.
+  KB=${KB:-../shared/kernelbench}
+  for level in ${KB_LEVELS:-level1 level2}; do
+    timeout -s INT "${LB_SECONDS:-86400}" python3 -m agent leaderboard "$KB/KernelBench/$level" --proposer heuristic \
+      --max-iters 1 --keep-going --allow-incomplete-isolation --timing "$TIMING" --name "h200-kb-$level${LB_SUFFIX:-}" \
+      ${KB_PROBLEMS:+--problems $KB_PROBLEMS} >> "$OUT/kernelbench.log" 2>&1
+    cp "results/leaderboards/h200-kb-$level${LB_SUFFIX:-}/leaderboard.md" "$OUT/kb_$level.md" 2>/dev/null
+    tail -8 "$OUT/kb_$level.md" 2>/dev/null
+  done ;;
 gputests)
   python3 -m pytest -m gpu -q -p no:cacheprovider -o addopts="" 2>&1 | tee "$OUT/pytest_gpu.log" | tail -25 ;;
 agent)

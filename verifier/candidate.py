@@ -226,9 +226,10 @@ def _serve(job: dict, wire) -> None:
                 raise
             _GUARD.restore()
             reply = {"reply": op, "problem": _problem(HARNESS_STATUS, short, _tail(traceback.format_exc()))}
-        if reply["problem"] is None or reply["problem"]["status"] != HARNESS_STATUS:
+        if op != "ping" and (reply["problem"] is None or reply["problem"]["status"] != HARNESS_STATUS):
             # what this process freed goes back to the device: the judge allocates on the same GPU meanwhile
-            # (after a harness_error it stays held: the judge measures what was short)
+            # (after a harness_error it stays held: the judge measures what was short). A ping allocates
+            # nothing: its round trip, which the judge's block subtracts, stays a round trip.
             release()
         wire.send(reply)
         if op == "build":
