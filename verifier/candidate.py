@@ -195,7 +195,7 @@ def _serve(job: dict, wire) -> None:
     from verifier import integrity, tensorfile
 
     _mark("start and import torch" if PRESTART_PHASE not in _PHASES else "set-up once the job came")
-    _last_words(job.get("exchange"))
+    _last_words(os.getcwd())
     _STAGING = tensorfile.Staging()
     _reseed_from_entropy()
     _GUARD = integrity.Guard.capture()
@@ -244,19 +244,18 @@ def _serve(job: dict, wire) -> None:
 _LAST_WORDS = None
 
 
-def _last_words(exchange: str | None) -> None:
+def _last_words(own_dir: str) -> None:
     """On a fatal signal (a segfault in a kernel's host code, an abort in a driver call), the Python stack of the
-    thread that died goes to a file the judge reads once the process is dead (verifier.judge: where it crashed).
-    Only a hint in a verdict that is "crashed" anyway: the file is in the candidate's reach."""
+    thread that died goes to a file in this process's own directory, which the sandbox reads back once every
+    process has ended (verifier.sandbox keep_files) and the judge quotes (verifier.judge.crash_site). Only a
+    hint in a verdict that is "crashed" anyway: the file is in the candidate's reach."""
     global _LAST_WORDS
     import faulthandler
 
     from verifier.wire import LAST_WORDS
 
-    if not exchange:
-        return
     try:
-        _LAST_WORDS = open(os.path.join(exchange, LAST_WORDS), "w", encoding="utf-8")
+        _LAST_WORDS = open(os.path.join(own_dir, LAST_WORDS), "w", encoding="utf-8")
         faulthandler.enable(file=_LAST_WORDS, all_threads=False)
     except (OSError, ValueError):
         pass

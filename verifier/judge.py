@@ -73,7 +73,7 @@ from pathlib import Path
 from verifier.records import Task, Timing, VerifyConfig, VerifyResult, TIMING_METHODS
 from verifier.sandbox import Sandbox, SandboxResult, describe_exit
 from verifier.sandbox import _memory_cap_bytes as _sandbox_memory_cap
-from verifier.wire import HARNESS_STATUS, PRESTART_PHASE, REPLAY_REP, JudgeEnd, PeerGone, ProtocolError
+from verifier.wire import HARNESS_STATUS, LAST_WORDS, PRESTART_PHASE, REPLAY_REP, JudgeEnd, PeerGone, ProtocolError
 
 CANDIDATE_ARGV = [sys.executable, "-c", "from verifier.candidate import main; main()"]
 REASON_CHARS = 300      # a reason line from the candidate process, at most
@@ -169,7 +169,7 @@ class CandidateProcess:
         try:
             self.wire = JudgeEnd(str(self.exchange))
             self.sandbox = Sandbox(argv or CANDIDATE_ARGV, output_cap_bytes=output_cap_bytes, cwd=self.exchange,
-                                   prestart=prestart)
+                                   prestart=prestart, keep_files=(LAST_WORDS,))
         except BaseException:
             shutil.rmtree(self.exchange, ignore_errors=True)
             raise
@@ -1086,7 +1086,7 @@ def judge(task: Task, source: str, config: VerifyConfig, process: CandidateProce
         feedback = _tail(res.stderr)
     elif not status:
         status = "crashed"
-        site, words = crash_site(s.process.exchange) if (res.returncode or 0) < 0 else ("", "")
+        site, words = crash_site(res.kept.get(LAST_WORDS, "")) if (res.returncode or 0) < 0 else ("", "")
         reason = f"the candidate's process {describe_exit(res.returncode)} without a verdict (while {s.step}{site})"
         feedback = _tail(res.stderr)
         if words:   # the stack first: the stderr's tail is what is cut to fit
@@ -1150,22 +1150,13 @@ CRASH_STEPS = {
 }
 
 
-def crash_site(exchange: Path) -> tuple[str, str]:
+def crash_site(words: str) -> tuple[str, str]:
     """(", <where it died>" for a reason, the stack as written) from the dead candidate process's last words
-    (verifier.candidate._last_words); ("", "") when there are none. The file is the candidate's to write: what
-    it says is quoted as a hint in a "crashed" verdict, never believed for anything else."""
-    from verifier.wire import LAST_WORDS
-
-    try:
-        fd = os.open(exchange / LAST_WORDS, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError:
+    (verifier.candidate._last_words, read back by its sandbox); ("", "") when there are none. The file is the
+    candidate's to write: what it says is quoted as a hint in a "crashed" verdict, never believed for more."""
+    if not words:
         return "", ""
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):   # a fifo or a device the candidate left there: not read
-            return "", ""
-        words = os.read(fd, LAST_WORDS_BYTES).decode("utf-8", errors="replace")
-    finally:
-        os.close(fd)
+    words = words[:LAST_WORDS_BYTES]
     frames = [m for m in (_FRAME.match(line) for line in words.splitlines()) if m]   # the most recent first
     if not frames:
         return "", words[:LAST_WORDS_BYTES]

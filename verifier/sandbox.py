@@ -177,6 +177,35 @@ class SandboxResult:
     limit: str = ""                  # why the sandbox killed the child for a limit (processes, threads, memory)
     isolation_complete: bool = False  # every one of PROPERTIES held for this run
     isolation_missing: list[str] = field(default_factory=list)  # those of PROPERTIES that did not
+    kept: dict[str, str] = field(default_factory=dict)   # keep_files the child left in its directory: name -> text
+
+
+KEPT_BYTES = 16 << 10
+
+
+def _read_left(workdir: Path, name: str) -> str | None:
+    """A plain file the child left in its own directory, its first KEPT_BYTES; None when there is none.
+
+    NOTE: the directory is the child's (chowned to its uid): it may have replaced the directory or the file by a
+    link to anything root can read. Both are opened without following a link, the file only if regular."""
+    try:
+        dir_fd = os.open(workdir, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dir_fd)
+    except OSError:
+        return None
+    finally:
+        os.close(dir_fd)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        return os.read(fd, KEPT_BYTES).decode("utf-8", errors="replace")
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
 
 
 def describe_exit(code: int | None) -> str:
@@ -753,9 +782,13 @@ class Sandbox:
         max_idle_s: float = MAX_IDLE_S,
         prestart: bool = True,
         profiler: bool | None = None,
+        keep_files: tuple[str, ...] = (),
     ):
-        """`profiler`: the command is a GPU profiler (perf_event_open stays allowed); None: when argv[0] is ncu."""
+        """`profiler`: the command is a GPU profiler (perf_event_open stays allowed); None: when argv[0] is ncu.
+        `keep_files`: names of files the child may leave in its own directory (its cwd), read back into the
+        result's `kept` once every process has ended, before the directory goes (KEPT_BYTES each at most)."""
         self._key = secrets.token_bytes(32)
+        self._keep = tuple(keep_files)
         self._prestart = prestart
         self._used = False
         workdir = Path(tempfile.mkdtemp(prefix="kgen-sandbox-", dir=cwd))
@@ -910,6 +943,7 @@ class Sandbox:
             timed_out = True
         self._held.stop()
         limit = self._watchdog.exceeded or self._memory_exceeded()
+        kept = {name: text for name in self._keep if (text := _read_left(self._held.workdir, name)) is not None}
         self._release()
         ended = time.perf_counter()
 
@@ -933,6 +967,7 @@ class Sandbox:
             prestarted_s=handed - self._started if self._prestart else 0.0,
             stdout_dropped=self._out.dropped,
             stderr_dropped=self._err.dropped,
+            kept=kept,
             limit=limit,
         )
 

@@ -66,8 +66,8 @@ REPLAY_REP = 10**6 + 1          # the refresh index of the inputs a captured gra
 # the process keeps serving so the judge can measure the memory itself, and the judge, not the process, decides
 # whether it is kgen's failure or the candidate's (verifier.judge; a candidate can send this line itself).
 HARNESS_STATUS = "harness_error"
-# in the exchange directory: where the candidate process's fatal-signal handler writes the Python stack of the
-# thread that died (faulthandler), read by the judge to say where a crash without a verdict happened
+# in the candidate process's own directory: where its fatal-signal handler writes the Python stack of the thread
+# that died (faulthandler), read back by the sandbox and quoted by the judge where a crash had no verdict
 LAST_WORDS = "last-words.txt"
 CANDIDATE_STATUSES = ("compile_error", "runtime_error", "rejected", "not_run", "crashed", HARNESS_STATUS)
 MAX_CHECKSUMS = 4096

@@ -611,36 +611,46 @@ def test_the_torch_profilers_start_and_stop_lines_are_not_the_candidates_output(
     assert without_profiler_noise(noisy) == "my own line\n"
 
 
-def test_a_crash_in_the_graph_capture_is_named_from_the_dead_process_stack(tmp_path):
+def test_a_crash_in_the_graph_capture_is_named_from_the_dead_process_stack():
     from verifier.judge import crash_site
-    from verifier.wire import LAST_WORDS
 
-    (tmp_path / LAST_WORDS).write_text(
+    site, words = crash_site(
         "Fatal Python error: Segmentation fault\n\nCurrent thread 0x00007f (most recent call first):\n"
         '  File "/sandbox/work/candidate.py", line 61 in forward\n'
         '  File "/opt/kgen/verifier/candidate.py", line 455 in <lambda>\n'
         '  File "/opt/kgen/verifier/timing.py", line 160 in capture\n'
         '  File "/opt/kgen/verifier/timing.py", line 318 in time_call\n')
-    site, words = crash_site(tmp_path)
     assert site.startswith(", at line 61 of the candidate's file, in forward; while its forward was captured in a "
                            "CUDA graph") and "--timing events" in site, site
     assert "Segmentation fault" in words
+    assert crash_site("") == ("", "")
+    assert crash_site("x" * 100_000)[1] == "x" * (16 << 10)     # capped, whatever it wrote
 
 
-def test_last_words_that_are_not_a_plain_file_are_not_read(tmp_path):
+def test_what_a_child_left_in_its_directory_is_read_only_from_a_plain_file_there(tmp_path):
     import os
 
-    from verifier.judge import crash_site
-    from verifier.wire import LAST_WORDS
+    from verifier.sandbox import KEPT_BYTES, _read_left
 
-    secret = tmp_path / "elsewhere.txt"
-    secret.write_text('  File "/x/candidate.py", line 1 in forward\n')
-    os.symlink(secret, tmp_path / LAST_WORDS)        # a link the candidate left: never followed
-    assert crash_site(tmp_path) == ("", "")
-    os.unlink(tmp_path / LAST_WORDS)
-    os.mkfifo(tmp_path / LAST_WORDS)                 # a fifo: not opened for a read that would wait
-    assert crash_site(tmp_path) == ("", "")
-    assert crash_site(tmp_path / "missing") == ("", "")
+    own = tmp_path / "own"
+    own.mkdir()
+    (own / "words.txt").write_text("y" * (KEPT_BYTES + 10))
+    assert _read_left(own, "words.txt") == "y" * KEPT_BYTES
+    secret = tmp_path / "secret.txt"
+    secret.write_text("root's")
+    os.unlink(own / "words.txt")
+    os.symlink(secret, own / "words.txt")        # a link the child left: never followed
+    assert _read_left(own, "words.txt") is None
+    os.unlink(own / "words.txt")
+    os.mkfifo(own / "words.txt")                 # a fifo: not opened for a read that would wait
+    assert _read_left(own, "words.txt") is None
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "words.txt").write_text("root's too")
+    linked = tmp_path / "linked"
+    os.symlink(elsewhere, linked)                # its directory replaced by a link: not followed either
+    assert _read_left(linked, "words.txt") is None
+    assert _read_left(tmp_path / "missing", "words.txt") is None
 
 
 def test_a_prebuilt_library_is_lent_as_a_fresh_copy_in_the_exchange_directory(tmp_path):
