@@ -42,7 +42,8 @@ reports that from the sandbox's result. A failure of this harness's own allocati
 snapshot, a tensor file: out of memory, disk or file limit) is a "harness_error" problem instead, after which
 the process keeps what it holds and waits for the judge to close: the judge measures before it believes it.
 What the judge's memory plan asks for arrives in the requests: the inputs snapshot on the host, a fresh set
-not kept, fewer spot checks; this process collects its garbage and frees its cached device memory after every request.
+not kept, fewer spot checks; this process collects its garbage and frees its cached device memory after
+every request.
 """
 
 from __future__ import annotations

@@ -226,7 +226,7 @@ def lends_library() -> bool:
     sandbox (verifier.sandbox.PRIVATE_CACHES): kgen's extensions cache is root's and out of its reach, and
     torch's load_inline writes a lock file beside the library it loads. The build then runs in a folder of its
     own, the library is kept in kgen's cache, and each verification gets a copy of it in its exchange
-    directory, which the candidate's load_inline imports (verifier.candidate) instead of building. Where kgen
+    directory, which the candidate's load_inline imports (use_lent_libraries) instead of building. Where kgen
     is not root the candidate keeps kgen's uid and the shared caches: the build folder itself is lent
     (TORCH_EXTENSIONS_DIR), and ninja finds it up to date."""
     from verifier.sandbox import drops_uid
@@ -493,15 +493,37 @@ def _adopt(work: Path, folder: Path, plan: BuildPlan) -> None:
     A call whose library is missing leaves the folder without it: that is no cache hit, and the candidate
     process builds it as before."""
     for c in plan.calls:
-        built = work / c.name / f"{c.name}.so"
-        if not built.is_file() or built.is_symlink():
+        data = _read_built(work, c.name)
+        if data is None:
             continue
         target = folder / c.name
         target.mkdir(parents=True, exist_ok=True)
         tmp = target / f".{c.name}.so.{os.getpid()}.tmp"
-        shutil.copyfile(built, tmp)
+        tmp.write_bytes(data)
         os.chmod(tmp, 0o644)
         os.replace(tmp, target / f"{c.name}.so")
+
+
+def _read_built(work: Path, name: str) -> bytes | None:
+    """work/name/name.so as the build left it, or None. NOTE: the build process ran the compiler with the
+    candidate's flags, as the sandbox's uid, in that folder: a link it left there (the folder or the file) is
+    not followed, so kgen (root) copies only a plain file the build made."""
+    import stat
+
+    fds = []
+    try:
+        fds.append(os.open(work, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC))
+        fds.append(os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fds[-1]))
+        fds.append(os.open(f"{name}.so", os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=fds[-1]))
+        if not stat.S_ISREG(os.fstat(fds[-1]).st_mode):
+            return None
+        with os.fdopen(os.dup(fds[-1]), "rb") as f:
+            return f.read()
+    except OSError:
+        return None
+    finally:
+        for fd in fds:
+            os.close(fd)
 
 
 def built_env(source: str, device: str = "cuda") -> dict:

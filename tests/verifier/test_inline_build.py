@@ -302,6 +302,28 @@ def test_where_the_uid_drops_the_build_runs_in_a_folder_of_its_own_and_the_libra
     assert len(seen) == 2
 
 
+def test_a_link_the_build_left_is_not_followed_when_kgen_keeps_its_library(tmp_path):
+    # the build ran the compiler with the candidate's flags as the sandbox's uid: kgen (root) copies only a plain
+    # file it made, never what a link there points to
+    plan = plan_builds(TINY)
+    work, folder, secret = tmp_path / "work", tmp_path / "cache", tmp_path / "secret"
+    work.mkdir()
+    secret.mkdir()
+    (secret / "kgen_test_scale.so").write_bytes(b"root's own file")
+    os.symlink(secret, work / "kgen_test_scale")                      # the folder a link
+    inline_build._adopt(work, folder, plan)
+    assert not (folder / "kgen_test_scale" / "kgen_test_scale.so").exists()
+    os.unlink(work / "kgen_test_scale")
+    (work / "kgen_test_scale").mkdir()
+    os.symlink(secret / "kgen_test_scale.so", work / "kgen_test_scale" / "kgen_test_scale.so")   # the file a link
+    inline_build._adopt(work, folder, plan)
+    assert not (folder / "kgen_test_scale" / "kgen_test_scale.so").exists()
+    os.unlink(work / "kgen_test_scale" / "kgen_test_scale.so")
+    (work / "kgen_test_scale" / "kgen_test_scale.so").write_bytes(b"\x7fELF built")           # a plain file: kept
+    inline_build._adopt(work, folder, plan)
+    assert (folder / "kgen_test_scale" / "kgen_test_scale.so").read_bytes() == b"\x7fELF built"
+
+
 def test_the_candidates_load_inline_imports_a_lent_library_only_for_the_very_call_it_was_built_from(monkeypatch,
                                                                                                      tmp_path):
     from torch.utils import cpp_extension
