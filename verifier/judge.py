@@ -63,7 +63,6 @@ import os
 import re
 import secrets
 import shutil
-import stat
 import sys
 import tempfile
 import threading
