@@ -426,7 +426,7 @@ def _prebuild_locked(plan: BuildPlan, key: str, folder: Path, env: dict, names: 
     library = lends_library()
     lent = {k: v for k, v in env.items() if k != "TORCH_EXTENSIONS_DIR"} if library else env
     libraries = _libraries(plan, folder) if library else []
-    if cached(key, folder) and (not library or all(Path(lib["path"]).is_file() for lib in libraries)):
+    if _all_kept(key, folder, libraries):
         with _AHEAD_LOCK:
             ahead = _AHEAD.pop(key, None)
         how = f"built {ahead:.1f} s ahead, beside the round's other candidates" if ahead is not None else \
@@ -492,8 +492,12 @@ def _adopt(work: Path, folder: Path, plan: BuildPlan) -> None:
     """Copy each library the sandbox's uid built under work into kgen's cache folder, kgen's own files there.
     A call whose library is missing leaves the folder without it: that is no cache hit, and the candidate
     process builds it as before."""
+    from verifier.sandbox import read_left
+
     for c in plan.calls:
-        data = _read_built(work, c.name)
+        # NOTE: the build ran the compiler with the candidate's flags, as the sandbox's uid, in that folder: a link
+        # it left there (the folder or the file) is not followed, so kgen (root) copies only a plain file it made
+        data = read_left(work, c.name, f"{c.name}.so", max_bytes=1 << 40)
         if data is None:
             continue
         target = folder / c.name
@@ -504,43 +508,35 @@ def _adopt(work: Path, folder: Path, plan: BuildPlan) -> None:
         os.replace(tmp, target / f"{c.name}.so")
 
 
-def _read_built(work: Path, name: str) -> bytes | None:
-    """work/name/name.so as the build left it, or None. NOTE: the build process ran the compiler with the
-    candidate's flags, as the sandbox's uid, in that folder: a link it left there (the folder or the file) is
-    not followed, so kgen (root) copies only a plain file the build made."""
-    import stat
-
-    fds = []
-    try:
-        fds.append(os.open(work, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC))
-        fds.append(os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fds[-1]))
-        fds.append(os.open(f"{name}.so", os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=fds[-1]))
-        if not stat.S_ISREG(os.fstat(fds[-1]).st_mode):
-            return None
-        with os.fdopen(os.dup(fds[-1]), "rb") as f:
-            return f.read()
-    except OSError:
-        return None
-    finally:
-        for fd in fds:
-            os.close(fd)
-
-
 def built_env(source: str, device: str = "cuda") -> dict:
     """The build variables under which source's extensions are found built, when the cache has them; else {}.
 
     Builds nothing and starts no process: for another sandboxed run of a verified candidate (the profiler's
     child), so that its load_inline loads the library instead of compiling it again."""
+    keyed = _keyed(source, device)
+    if keyed is None:
+        return {}
+    _, tools, key, folder = keyed
+    return build_env(folder, tools) if cached(key, folder) else {}
+
+
+def _keyed(source: str, device: str):
+    """(plan, toolchain, key, cache folder) of source's extensions; None where nothing is planned or there is no
+    toolchain to key by (the child then builds as it always did)."""
     plan = plan_builds(source)
     if not plan:
-        return {}
+        return None
     try:
         tools = toolchain(device)
-    except Exception:  # noqa: BLE001 - no toolchain to key by: the child builds as it always did
-        return {}
+    except Exception:  # noqa: BLE001
+        return None
     key = cache_key(plan, tools)
-    folder = extensions_root() / f"kgen-{key}"
-    return build_env(folder, tools) if cached(key, folder) else {}
+    return plan, tools, key, extensions_root() / f"kgen-{key}"
+
+
+def _all_kept(key: str, folder: Path, libraries: list[dict]) -> bool:
+    """The index's files are there as built, and so is every library lent as a file."""
+    return cached(key, folder) and all(Path(lib["path"]).is_file() for lib in libraries)
 
 
 def use_lent_libraries(lent: list) -> None:
@@ -567,7 +563,7 @@ def use_lent_libraries(lent: list) -> None:
             return own(*args, **kwargs)
         if set(given) <= set(KEYWORDS):
             try:
-                digest = call_digest({k: v for k, v in given.items()})
+                digest = call_digest(given)
             except (TypeError, ValueError):
                 digest = None
             hit = known.get(digest)
@@ -583,19 +579,12 @@ def use_lent_libraries(lent: list) -> None:
 def built_libraries(source: str, device: str = "cuda") -> list[dict]:
     """The libraries of source's extensions where they are lent as files (lends_library) and the cache has them
     all; else []. Builds nothing: for another sandboxed run of a verified candidate (the profiler's child)."""
-    plan = plan_builds(source)
-    if not plan or not lends_library():
+    keyed = _keyed(source, device) if lends_library() else None
+    if keyed is None or keyed[1]["offline"]:
         return []
-    try:
-        tools = toolchain(device)
-    except Exception:  # noqa: BLE001
-        return []
-    if tools["offline"]:
-        return []
-    key = cache_key(plan, tools)
-    folder = extensions_root() / f"kgen-{key}"
+    plan, _, key, folder = keyed
     libraries = _libraries(plan, folder)
-    return libraries if cached(key, folder) and all(Path(lib["path"]).is_file() for lib in libraries) else []
+    return libraries if _all_kept(key, folder, libraries) else []
 
 
 def lend_copies(libraries: list[dict], folder: Path) -> list[dict]:

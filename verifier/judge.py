@@ -70,7 +70,7 @@ import time
 from pathlib import Path
 
 from verifier.records import Task, Timing, VerifyConfig, VerifyResult, TIMING_METHODS
-from verifier.sandbox import Sandbox, SandboxResult, describe_exit
+from verifier.sandbox import KEPT_BYTES, Sandbox, SandboxResult, describe_exit
 from verifier.sandbox import _memory_cap_bytes as _sandbox_memory_cap
 from verifier.wire import HARNESS_STATUS, LAST_WORDS, PRESTART_PHASE, REPLAY_REP, JudgeEnd, PeerGone, ProtocolError
 
@@ -1132,7 +1132,6 @@ def judge(task: Task, source: str, config: VerifyConfig, process: CandidateProce
     return result, stages
 
 
-LAST_WORDS_BYTES = 16 << 10
 _FRAME = re.compile(r'^\s*File "(?P<path>[^"\n]{1,1000})", line (?P<line>\d{1,9}) in (?P<func>[\w<>.]{1,200})\s*$')
 # kgen's steps a fatal signal can interrupt, as its stack names them (verifier.timing, verifier.candidate)
 CRASH_STEPS = {
@@ -1155,10 +1154,10 @@ def crash_site(words: str) -> tuple[str, str]:
     candidate's to write: what it says is quoted as a hint in a "crashed" verdict, never believed for more."""
     if not words:
         return "", ""
-    words = words[:LAST_WORDS_BYTES]
+    words = words[:KEPT_BYTES]
     frames = [m for m in (_FRAME.match(line) for line in words.splitlines()) if m]   # the most recent first
     if not frames:
-        return "", words[:LAST_WORDS_BYTES]
+        return "", words
     step = next((CRASH_STEPS[m["func"]] for m in frames if "/verifier/" in m["path"] and m["func"] in CRASH_STEPS),
                 "")
     own = next((m for m in frames if "/verifier/" not in m["path"] and Path(m["path"]).name == "candidate.py"), None)

@@ -183,29 +183,34 @@ class SandboxResult:
 KEPT_BYTES = 16 << 10
 
 
-def _read_left(workdir: Path, name: str) -> str | None:
-    """A plain file the child left in its own directory, its first KEPT_BYTES; None when there is none.
+def read_left(root: Path, *names: str, max_bytes: int = KEPT_BYTES) -> bytes | None:
+    """root/names[0]/.../names[-1], a plain file a sandboxed child left, its first max_bytes; None when there is
+    none.
 
-    NOTE: the directory is the child's (chowned to its uid): it may have replaced the directory or the file by a
-    link to anything root can read. Both are opened without following a link, the file only if regular."""
+    NOTE: what a child leaves is in its reach (its own directory, chowned to its uid, or a folder it built in): it
+    may have replaced the directory or any part of the path by a link to anything root can read. Every part is
+    opened without following a link (the folders as folders, the file only if regular)."""
+    fds = []
     try:
-        dir_fd = os.open(workdir, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    except OSError:
-        return None
-    try:
-        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dir_fd)
-    except OSError:
-        return None
-    finally:
-        os.close(dir_fd)
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
+        fds.append(os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC))
+        for part in names[:-1]:
+            fds.append(os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fds[-1]))
+        fds.append(os.open(names[-1], os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=fds[-1]))
+        if not stat.S_ISREG(os.fstat(fds[-1]).st_mode):
             return None
-        return os.read(fd, KEPT_BYTES).decode("utf-8", errors="replace")
+        chunks, left = [], max_bytes
+        while left > 0:
+            chunk = os.read(fds[-1], min(left, 1 << 20))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+        return b"".join(chunks)
     except OSError:
         return None
     finally:
-        os.close(fd)
+        for fd in fds:
+            os.close(fd)
 
 
 def describe_exit(code: int | None) -> str:
@@ -943,7 +948,8 @@ class Sandbox:
             timed_out = True
         self._held.stop()
         limit = self._watchdog.exceeded or self._memory_exceeded()
-        kept = {name: text for name in self._keep if (text := _read_left(self._held.workdir, name)) is not None}
+        kept = {name: data.decode("utf-8", errors="replace") for name in self._keep
+                if (data := read_left(self._held.workdir, name)) is not None}
         self._release()
         ended = time.perf_counter()
 

@@ -630,27 +630,27 @@ def test_a_crash_in_the_graph_capture_is_named_from_the_dead_process_stack():
 def test_what_a_child_left_in_its_directory_is_read_only_from_a_plain_file_there(tmp_path):
     import os
 
-    from verifier.sandbox import KEPT_BYTES, _read_left
+    from verifier.sandbox import KEPT_BYTES, read_left
 
     own = tmp_path / "own"
     own.mkdir()
     (own / "words.txt").write_text("y" * (KEPT_BYTES + 10))
-    assert _read_left(own, "words.txt") == "y" * KEPT_BYTES
+    assert read_left(own, "words.txt") == b"y" * KEPT_BYTES
     secret = tmp_path / "secret.txt"
     secret.write_text("root's")
     os.unlink(own / "words.txt")
     os.symlink(secret, own / "words.txt")        # a link the child left: never followed
-    assert _read_left(own, "words.txt") is None
+    assert read_left(own, "words.txt") is None
     os.unlink(own / "words.txt")
     os.mkfifo(own / "words.txt")                 # a fifo: not opened for a read that would wait
-    assert _read_left(own, "words.txt") is None
+    assert read_left(own, "words.txt") is None
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     (elsewhere / "words.txt").write_text("root's too")
     linked = tmp_path / "linked"
     os.symlink(elsewhere, linked)                # its directory replaced by a link: not followed either
-    assert _read_left(linked, "words.txt") is None
-    assert _read_left(tmp_path / "missing", "words.txt") is None
+    assert read_left(linked, "words.txt") is None
+    assert read_left(tmp_path / "missing", "words.txt") is None
 
 
 def test_a_prebuilt_library_is_lent_as_a_fresh_copy_in_the_exchange_directory(tmp_path):
