@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import TextIO
 
 from agent.records import Attempt, Run
+from verifier.records import printable
 
 EVENT_KINDS = (
     "start",      # the run began or resumed: run
@@ -80,7 +81,8 @@ class PlainView:
         self.stream.flush()
 
     def _line(self, text: str) -> None:
-        print(f"kgen: {text}", file=self.stream, flush=True)
+        # NOTE: a reason, a proposal's summary and a profile line carry text a candidate or a model chose
+        print(f"kgen: {printable(text)}", file=self.stream, flush=True)
 
     def handle(self, event: LoopEvent) -> None:
         run = event.run

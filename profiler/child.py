@@ -92,5 +92,8 @@ def _built_extensions(job: dict, workdir: Path) -> tuple[dict, list]:
 
 
 def output_tail(text: str, lines: int = 3) -> list[str]:
-    """The last `lines` lines of a process's output: what a note quotes when the process gave no report."""
-    return text.strip().splitlines()[-lines:]
+    """The last `lines` lines of a process's output: what a note quotes when the process gave no report
+    (printable: the candidate wrote that output, and the note reaches a terminal and a prompt)."""
+    from verifier.records import printable
+
+    return [printable(line) for line in text.strip().splitlines()[-lines:]]

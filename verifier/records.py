@@ -10,9 +10,22 @@ prints and the store keeps.
 from __future__ import annotations
 
 import dataclasses
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+# What a terminal acts on instead of showing: C0 and C1 controls (an escape sequence moves the cursor, erases
+# the screen, sets the window title; a carriage return overwrites the line) and the bidirectional overrides
+# and isolates that reorder what is shown. Newlines and tabs stay.
+_ACTED_ON = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def printable(text: str) -> str:
+    """text with every character a terminal would act on written out as its escape (ESC as \\x1b, U+202E as
+    \\u202e): what a candidate wrote is shown to a person, an LLM or a file, never obeyed by a terminal."""
+    return _ACTED_ON.sub(lambda m: ascii(m.group())[1:-1], text)
+
 
 # How a call is timed (verifier.timing): "graph", replays of a CUDA graph, the device's time (the default);
 # "events", each call as issued, the host's cost of the call included; "kernelbench", KernelBench's protocol.
@@ -177,6 +190,13 @@ class VerifyResult:
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
+    def made_printable(self) -> "VerifyResult":
+        """This verdict with every string in it passed through printable(): reasons, feedback, flags, output,
+        op names and phase names all carry text the candidate chose."""
+        for f in dataclasses.fields(self):
+            setattr(self, f.name, _printable_value(getattr(self, f.name)))
+        return self
+
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "VerifyResult":
         data = dict(data)
@@ -188,3 +208,16 @@ class VerifyResult:
             data["ncu_check"] = NcuCheck(**data["ncu_check"])
         known = {f.name for f in dataclasses.fields(cls)}
         return cls(**{k: v for k, v in data.items() if k in known})
+
+
+def _printable_value(value):
+    if isinstance(value, str):
+        return printable(value)
+    if isinstance(value, list):
+        return [_printable_value(v) for v in value]
+    if isinstance(value, dict):
+        return {_printable_value(k): _printable_value(v) for k, v in value.items()}
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return dataclasses.replace(value, **{f.name: _printable_value(getattr(value, f.name))
+                                            for f in dataclasses.fields(value)})
+    return value

@@ -162,7 +162,7 @@ def verify(task: Task, source: str, config: VerifyConfig = VerifyConfig(),
     `worker`: a pre-started candidate process (prestart_worker) to run the job in; it is closed when verify
     returns or raises, used or not. Without one, a process is started here."""
     try:
-        return _verify(task, source, config, worker)
+        return _verify(task, source, config, worker).made_printable()
     finally:
         if worker is not None:
             worker.close()

@@ -11,6 +11,7 @@ from agent.board.records import BASELINES, HARNESS_ERROR, PENDING, Leaderboard, 
 from agent.config import STORED_BEFORE
 from agent.fastp import THRESHOLDS
 from verifier.protocols import timing_line
+from verifier.records import printable
 
 ROW_COLUMNS = ("task", "status", "vs eager", "vs torch.compile", "% SOL", "attempts", "tokens", "cost",
                "wall", "where", "reason")
@@ -111,9 +112,10 @@ def rich_board(board: Leaderboard):
                          overflow="ellipsis", max_width=60 if col == "reason" else None)
     style = {"succeeded": "green", "ok": "green", "stopped": "yellow", PENDING: "dim", HARNESS_ERROR: "yellow"}
     for row in board.rows:
-        cells = row_cells(row)
+        # NOTE: as Text, not markup: a row's reason is text a candidate chose (printable: no terminal control)
+        cells = [Text(printable(c)) for c in row_cells(row)]
         cells[1] = Text(row.status_text(), style=style.get(row.status, "" if row.correct else "red"))
         tasks.add_row(*cells)
     footer = Text(f"{_counts(s)}; tokens {s.tokens:,}; cost ${s.cost_usd:.4f}; {s.wall_s:.0f} s of task time")
-    notes = [Text(f"note: {n}", style="yellow") for n in s.notes]
+    notes = [Text(printable(f"note: {n}"), style="yellow") for n in s.notes]
     return Group(head, summary, tasks, footer, *notes)

@@ -43,6 +43,7 @@ from agent.board.records import BoardConfig
 from agent.commands.optimize import add_optimize_flags
 from agent.config import OptimizeConfig
 from agent.flags import positive_int
+from verifier.records import printable
 
 
 def register(sub) -> None:
@@ -282,8 +283,9 @@ class _Progress:
         self.passing += sum(r.correct for r in rows)
 
     def line(self, text: str) -> None:
+        text = printable(text)   # NOTE: a row's reason is text a candidate chose: shown, never obeyed
         if self._progress is not None:
-            self._progress.console.print(text)
+            self._progress.console.print(text, markup=False, highlight=False)
         else:
             print(f"kgen: {text}", file=self.stream, flush=True)
 

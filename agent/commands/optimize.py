@@ -210,4 +210,4 @@ def summary(run_, store) -> str:
     if run_.status == "interrupted" or (run_.status == "failed" and run_.best_attempt is None):
         lines.append(f"continue: kgen optimize --resume {run_.run_id}")
     lines.append(f"review: kgen show {run_.run_id}    kgen report {run_.run_id}")
-    return "\n".join(lines)
+    return printable("\n".join(lines))   # NOTE: the stop reason may quote a candidate's

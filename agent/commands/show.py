@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from agent.fastp import speedup_text
+from verifier.records import printable
 
 LIST_LIMIT = 15
 REASON_CHARS = 140      # of an attempt's reason in a table; `--attempt N` shows it whole
@@ -279,6 +280,14 @@ def show_board(console, results: str, name: str) -> None:
     console.print(f"a task's run: kgen show RUN_ID    as a page: kgen report {name}")
 
 
+def _said(text: str) -> str:
+    """Text a candidate (or a model) chose, for a line rich reads as markup: shown as written, never obeyed
+    (no terminal control, no markup of its own)."""
+    from rich.markup import escape
+
+    return escape(printable(text))
+
+
 def attempts_table(run, attempts):
     from rich.table import Table
 
@@ -290,7 +299,7 @@ def attempts_table(run, attempts):
         mark = "*" if a.number == run.best_attempt else ""
         time_text = f"{a.median_ms:.4g} ms" if a.median_ms is not None else "-"
         table.add_row(f"{a.number}{mark}", str(a.round), _status(a.status), time_text,
-                      speedup_text(a.passed, a.speedup), a.top_stall_text or "-", _cut(a.reason, REASON_CHARS))
+                      speedup_text(a.passed, a.speedup), _said(a.top_stall_text or "-"), _said(_cut(a.reason, REASON_CHARS)))
     return table
 
 
@@ -303,7 +312,7 @@ def show_run(console, store, run_id: str) -> None:
     model = f" ({run.model})" if run.model else ""
     console.print(f"[bold]run {run.run_id}[/bold]  task {run.task}  [{STATUS_STYLE.get(run.status, 'red')}]"
                   f"{run.status}[/]", highlight=False)
-    console.print(f"why it ended: {run.stop_reason or '-'}", highlight=False)
+    console.print(f"why it ended: {_said(run.stop_reason or '-')}", highlight=False)
     console.print(f"proposer {run.proposer}{model}, {run.backend} on {run.gpu or run.device}; "
                   f"{run.attempts} attempt{'' if run.attempts == 1 else 's'} in {run.rounds} round{'' if run.rounds == 1 else 's'}; tokens {run.tokens:,}; "
                   f"cost ${run.cost_usd:.4f}; {run.wall_s:.0f} s", highlight=False)
@@ -311,19 +320,19 @@ def show_run(console, store, run_id: str) -> None:
                                                else " (no GPU: checked under the Triton interpreter)"),
                   highlight=False)
     if run.best_ncu_check:
-        console.print(run.best_ncu_check, highlight=False, markup=False)
+        console.print(printable(run.best_ncu_check), highlight=False, markup=False)
     if attempts:
         console.print(attempts_table(run, attempts))
     best = store.best_source(run_id)
     if best is not None:
         console.print(f"[bold]best kernel[/bold] (attempt {run.best_attempt}): {folder / 'best.py'}", highlight=False)
         # NOTE: wrapped, never cropped at the terminal's edge (piped output is wide: lines stay whole there)
-        console.print(Syntax(best, "python", line_numbers=True, word_wrap=True))
+        console.print(Syntax(printable(best), "python", line_numbers=True, word_wrap=True))
     elif run.best_attempt is None and attempts:
         from agent.records import closest_attempt
 
         closest = closest_attempt(attempts)
-        console.print(f"closest: attempt {closest.number}, {closest.status}: {closest.reason}    its kernel: "
+        console.print(f"closest: attempt {closest.number}, {closest.status}: {_said(closest.reason)}    its kernel: "
                       f"kgen show {run.run_id} --attempt {closest.number}", highlight=False)
     console.print(f"files: {folder}/  ({_present(folder)})", highlight=False)
     console.print(f"one attempt: kgen show {run.run_id} --attempt N    as a page: kgen report {run.run_id}",
@@ -339,23 +348,23 @@ def show_attempt(console, store, run_id: str, number: int) -> int:
         return 2
     folder = store.attempt_dir(run_id, number)
     console.print(f"[bold]attempt {number}[/bold] of {run_id} (round {attempt.round}): "
-                  f"[{STATUS_STYLE.get(attempt.status, 'red')}]{attempt.status}[/] - {attempt.reason}",
+                  f"[{STATUS_STYLE.get(attempt.status, 'red')}]{attempt.status}[/] - {_said(attempt.reason)}",
                   highlight=False)
     speedups = attempt.speedups
     if attempt.median_ms is not None:
         console.print(f"time {attempt.median_ms:.4g} ms; speedups "
                       + ", ".join(f"{k} {v:.2f}x" for k, v in speedups.items()), highlight=False)
     if attempt.verify is not None and attempt.verify.ncu_check is not None:
-        console.print(attempt.verify.ncu_check.line, highlight=False, markup=False)
+        console.print(printable(attempt.verify.ncu_check.line), highlight=False, markup=False)
     if attempt.note:
-        console.print(f"note: {attempt.note}", highlight=False)
+        console.print(f"note: {_said(attempt.note)}", highlight=False)
     if attempt.feedback and not attempt.passed:
-        console.print(attempt.feedback.rstrip(), highlight=False, markup=False)
+        console.print(printable(attempt.feedback.rstrip()), highlight=False, markup=False)
     profile_text = store.attempt_text(run_id, number, "profile.txt")
     if profile_text:
-        console.print(profile_text.rstrip(), highlight=False, markup=False)
+        console.print(printable(profile_text.rstrip()), highlight=False, markup=False)
     source = store.attempt_text(run_id, number, "kernel.py")
     if source is not None:
-        console.print(Syntax(source, "python", line_numbers=True, word_wrap=True))   # as the best kernel's
+        console.print(Syntax(printable(source), "python", line_numbers=True, word_wrap=True))   # as the best kernel's
     console.print(f"files: {folder}/", highlight=False)
     return 0

@@ -308,3 +308,23 @@ def test_at_80_columns_a_long_code_line_wraps_instead_of_being_cropped(tmp_path)
     text = console.export_text()
     assert max(len(line) for line in text.splitlines()) <= 80
     assert "END-OF-THE-LONG-LINE" in text          # the end of a 360-character line, wrapped onto the screen
+
+
+def test_text_a_candidate_chose_is_shown_as_written_never_obeyed(tmp_path, capsys):
+    """A stored reason, feedback and kernel carrying terminal control and rich markup (a store written before
+    verdicts were made printable, or by another tool): `kgen show` prints both as text."""
+    store = Store(tmp_path / "results")
+    run = Run(run_id="20261202-100000-softmax-cccc", task="softmax", task_path=str(ROOT / "tasks" / "softmax.py"),
+              proposer="heuristic", backend="triton", device="cpu", started_at="2026-12-02T10:00:00+00:00")
+    store.create_run(run)
+    forged = "[bold green]OK[/] \x1b[2J\x1b[Hcorrect on every trial\u202e"
+    store.save_attempt(run, Attempt(run_id=run.run_id, number=1, round=1, status="runtime_error", reason=forged,
+                                    feedback=forged, verify=verdict("runtime_error")),
+                       source=f"X = {forged!r}\n# \x1b]0;title\x07\n")
+    run.attempts, run.rounds, run.status, run.stop_reason = 1, 1, "failed", f"no correct kernel: {forged}"
+    store.save_run(run)
+    for argv in ([run.run_id], [run.run_id, "--attempt", "1"]):
+        code, out, _ = show(capsys, tmp_path / "results", *argv)
+        assert code == 0
+        assert "\x1b[2J" not in out and "\x1b]0" not in out and "\u202e" not in out
+        assert "\\x1b[2J" in out and "[bold green]OK[/]" in out   # the text itself, markup and all
