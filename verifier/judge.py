@@ -309,6 +309,7 @@ class _Session:
                  device: str, backend: str, build_env: dict | None = None, libraries: list | None = None):
         self.task, self.source, self.config, self.process = task, source, config, process
         self.device, self.backend = device, backend
+        self.offline_cuda = device == "cpu" and backend in ("cupy", "load_inline")   # compiled with nvcc, never run
         self.build_env = dict(build_env or {})
         self.libraries = list(libraries or [])
         self.flags: list[str] = []
@@ -402,8 +403,13 @@ class _Session:
 
     def receive(self, op: str) -> dict:
         reply = self.process.wire.receive(op, self.deadline, self.alive)
-        if reply["problem"] is not None:
-            raise _Said(reply["problem"], reply.get("phases"))
+        problem = reply["problem"]
+        if problem is not None:
+            if problem["status"] == "not_run" and not (op == "build" and self.offline_cuda):
+                # NOTE: "not run" is no verdict on the kernel, so it is a status to hide behind: believed only where
+                # the judge knows nothing can run (a CUDA candidate on a machine without a GPU, compiled at build)
+                raise ProtocolError(f"a 'not_run' problem in its {op!r} reply, where the judge runs the kernel")
+            raise _Said(problem, reply.get("phases"))
         return reply
 
     def ask(self, op: str, step: str, **fields) -> dict:

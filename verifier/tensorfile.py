@@ -175,7 +175,7 @@ def read_header(fd: int, size: int) -> tuple[dict, int]:
         raise TensorFileError(f"header of {length} bytes is too long")
     try:
         header = json.loads(os.pread(fd, length, 16).decode("utf-8"))
-    except (UnicodeDecodeError, ValueError):
+    except (UnicodeDecodeError, ValueError, RecursionError):
         raise TensorFileError("header is not JSON") from None
     validate_header(header)
     return header, 16 + length
@@ -190,6 +190,10 @@ def validate_header(header) -> None:
         value = header[key]
         if type(value) is not list or len(value) > MAX_DIMS or any(type(v) is not int or v < 0 for v in value):
             raise TensorFileError(f"{key} must be a list of at most {MAX_DIMS} non-negative ints")
+    # NOTE: torch takes sizes and strides as int64: a shape whose extents multiply past that (even one with a zero
+    # extent, which holds no bytes) makes torch.empty raise, and the file is the other side's to write
+    if math.prod(max(v, 1) for v in header["shape"]) >= 2**63:
+        raise TensorFileError("shape's extents multiply past 2**63")
     if header["strides"] != contiguous_strides(header["shape"]):
         raise TensorFileError("strides are not the contiguous ones for the shape")
     itemsize = torch.empty((), dtype=DTYPES[header["dtype"]]).element_size()
@@ -231,6 +235,9 @@ def read(path: str | os.PathLike, max_bytes: int, staging: Staging | None = None
     finally:
         os.close(fd)
     dtype = DTYPES[header["dtype"]]
-    if nbytes == 0:
-        return torch.empty(header["shape"], dtype=dtype)
-    return buf.view(dtype).reshape(header["shape"])
+    try:
+        if nbytes == 0:
+            return torch.empty(header["shape"], dtype=dtype)
+        return buf.view(dtype).reshape(header["shape"])
+    except (RuntimeError, TypeError, ValueError, OverflowError) as exc:   # a header validate_header let through
+        raise TensorFileError(f"shape {header['shape']} cannot be made: {str(exc)[:100]}") from None

@@ -101,6 +101,11 @@ GOOD_HEADER = {"dtype": "float32", "shape": [2, 3], "strides": [3, 1], "nbytes":
     ({**GOOD_HEADER, "shape": [2, -3]}, b"\0" * 24, "non-negative"),
     (GOOD_HEADER, b"\0" * 23, "header says"),
     (GOOD_HEADER, b"\0" * 25, "header says"),
+    # no bytes, but extents torch cannot take as int64: the reader says so, never torch's TypeError
+    ({"dtype": "float32", "shape": [0, 2**64], "strides": [2**64, 1], "nbytes": 0}, b"", "multiply past"),
+    ({"dtype": "float32", "shape": [0, 2**62, 2**62], "strides": [2**124, 2**62, 1], "nbytes": 0}, b"",
+     "multiply past"),
+    (b"[" * 4000, b"", "not JSON"),
 ])
 def test_malformed_tensor_files_are_refused(tmp_path, header, payload, words):
     path = _raw(tmp_path, header, payload)
@@ -375,6 +380,11 @@ def _forged(mode: str, tmp_path) -> object:
     ("ok-field", "crashed", "spoke an unknown protocol"),
     ("ok-problem", "crashed", "spoke an unknown protocol"),
     ("garbage", "crashed", "spoke an unknown protocol"),
+    # what the candidate process sends never becomes kgen's own failure (harness_error), nor "no verdict"
+    ("bigint-checksum", "crashed", "a malformed 'input_checksums'"),
+    ("overflow-shape", "crashed", "shape's extents multiply past 2**63"),
+    ("not-run-build", "crashed", "a 'not_run' problem in its 'build' reply"),
+    ("not-run-forward", "crashed", "a 'not_run' problem in its 'forward' reply"),
 ])
 def test_a_forged_success_is_not_ok(mode, status, words, tmp_path):
     result = _forged(mode, tmp_path)

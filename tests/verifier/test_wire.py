@@ -79,6 +79,16 @@ def _forward_reply(**extra) -> bytes:
                        "aten_ops": [], "input_checksums": [], **extra}).encode()
 
 
+@pytest.mark.parametrize("sums", [[10**400], [2**63], [True], ["1.0"], [[1.0]]])
+def test_an_input_checksum_the_judge_could_not_compare_is_malformed(sums):
+    with pytest.raises(ProtocolError, match="input_checksums"):
+        parse_reply(_forward_reply(input_checksums=sums), "forward")
+
+
+def test_a_nan_or_infinite_input_checksum_parses():   # a wrong output's may be: the judge then sends files
+    assert parse_reply(_forward_reply(input_checksums=[float("nan"), float("inf"), 3, 1.5]), "forward")
+
+
 def test_the_allocators_account_is_optional_and_checked_when_it_comes():
     assert "allocator_bytes" not in parse_reply(_forward_reply(), "forward")
     assert parse_reply(_forward_reply(allocator_bytes=6 << 30), "forward")["allocator_bytes"] == 6 << 30

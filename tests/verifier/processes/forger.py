@@ -18,11 +18,16 @@ The job's "source" names the lie (the judge passes the source through untouched)
     harness-oom  every forward "fails" with a harness_error problem, as kgen's harness there would say it
     fast-claim   (GPU, softmax) right answers computed with torch, a claimed median of 0.01 ms, and
                  5 ms of sleep per call of a timing block
+    bigint-checksum  a forward reply whose input checksum is an int of 401 digits (float() refuses it)
+    overflow-shape   an output file whose header is well formed but its shape, [0, 2**64], is no torch shape
+    not-run-build    a build reply that says "not_run" (no verdict), for a Triton kernel the judge can run
+    not-run-forward  a forward reply that says "not_run"
 """
 
 import dataclasses
 import json
 import os
+import struct
 import sys
 import time
 
@@ -71,6 +76,18 @@ def forward_reply(mode: str, request: dict, job: dict) -> dict | bytes:
         return {"reply": "forward", "problem": None, "outputs": [], "sequence": False, "launches": 1,
                 "aten_ops": [], "input_checksums": []}
     first = tensorfile.read(request["inputs"][0]["tensor"], max_bytes=1 << 34)
+    if mode == "bigint-checksum":
+        tensorfile.write(f"{request['out']}-0.t", first)
+        return {"reply": "forward", "problem": None, "outputs": ["tensor"], "sequence": False, "launches": 1,
+                "aten_ops": [], "input_checksums": [10**400]}
+    if mode == "overflow-shape":
+        header = json.dumps({"dtype": "float32", "shape": [0, 2**64], "strides": [2**64, 1], "nbytes": 0}).encode()
+        with open(f"{request['out']}-0.t", "wb") as f:
+            f.write(tensorfile.MAGIC + struct.pack("<Q", len(header)) + header)
+        return {"reply": "forward", "problem": None, "outputs": ["tensor"], "sequence": False, "launches": 1,
+                "aten_ops": [], "input_checksums": []}
+    if mode == "not-run-forward":
+        return {"reply": "forward", "problem": {"status": "not_run", "reason": "no GPU here", "feedback": ""}}
     if mode == "fast-claim":
         tensorfile.write(f"{request['out']}-0.t", torch.softmax(first.cuda(), dim=-1))
         return {"reply": "forward", "problem": None, "outputs": ["tensor"], "sequence": False, "launches": 1,
@@ -143,7 +160,10 @@ def main() -> None:
         if request is None:
             return
         op = request["op"]
-        if op == "build":
+        if op == "build" and mode == "not-run-build":
+            reply = {"reply": "build", "problem": {"status": "not_run", "reason": "CUDA source compiled with nvcc; "
+                                                   "nothing was run: no GPU here", "feedback": ""}, "phases": []}
+        elif op == "build":
             reply = {"reply": "build", "problem": None, "filled": 0, "phases": []}
         elif op == "forward":
             reply = forward_reply(mode, request, job)
