@@ -644,6 +644,7 @@ def fill_parameters(model, params: dict) -> int:
 
 
 def _import_candidate(job: dict, guard):
+    import importlib
     import importlib.util
 
     from verifier import integrity
@@ -663,6 +664,10 @@ def _import_candidate(job: dict, guard):
     writable = [os.getcwd()] + [os.environ.get(k, "") for k in
                                 ("HOME", "TMPDIR", "TRITON_CACHE_DIR", "TORCH_EXTENSIONS_DIR", "CUPY_CACHE_DIR")]
     _POLICY = integrity.RuntimePolicy([path], writable)
+    # NOTE: nothing is imported from where the candidate can write (its directory is on sys.path as the
+    # interpreter's start directory): a module it writes there is not found by name
+    sys.path[:] = [p for p in sys.path if p and not _POLICY.is_untrusted_file(os.path.join(p, "-"))]
+    importlib.invalidate_caches()
     _POLICY.install()
     _THREADS = set(sys._current_frames())
     spec = importlib.util.spec_from_file_location("candidate", path)
@@ -762,7 +767,7 @@ def _check_threads(during: str) -> None:
             continue
         f = frame
         while f is not None:
-            if f.f_code.co_filename in _POLICY.untrusted:
+            if _POLICY.is_untrusted_file(f.f_code.co_filename):
                 raise Verdict("rejected", f"left a thread of its own running after {during}: work the "
                                           f"harness does not wait for (threads are not allowed)")
             f = f.f_back

@@ -327,12 +327,21 @@ def check_module_aliases_or_raise(verdict_cls, namespace: dict) -> None:
                                       f"is the module itself")
 
 
+def _under(full: str, roots: list[str]) -> bool:
+    return any(full == root or full.startswith(root.rstrip("/") + "/") for root in roots)
+
+
 class RuntimePolicy:
     """An audit hook refusing the candidate what the static checks forbid; see the module docstring."""
 
     def __init__(self, untrusted_files: list[str], writable_roots: list[str]):
+        """untrusted_files: the candidate's own files. writable_roots: where the candidate may write; code from
+        a file under one of them (or under /dev/shm) is the candidate's too, whatever module it was imported as:
+        a candidate that writes a .py file there and imports it must not gain a library's rights."""
         self.untrusted = {os.path.abspath(f) for f in untrusted_files}
         self.writable = [os.path.realpath(r) for r in writable_roots if r] + ["/dev/null"]
+        self._code_roots = [r for r in self.writable if r != "/dev/null"] + [os.path.realpath("/dev/shm")]
+        self._files: dict[str, bool] = {}   # co_filename -> untrusted, decided once per file
         self.violations: list[str] = []
         self._busy = False
         self._cwd = os.getcwd()
@@ -374,7 +383,17 @@ class RuntimePolicy:
 
     # -- frames ------------------------------------------------------------------------------
     def _is_untrusted(self, frame) -> bool:
-        return frame.f_code.co_filename in self.untrusted
+        return self.is_untrusted_file(frame.f_code.co_filename)
+
+    def is_untrusted_file(self, filename: str) -> bool:
+        """Whether code from this file is the candidate's: its own file, or any file in a place it can write."""
+        known = self._files.get(filename)
+        if known is None:
+            known = filename in self.untrusted or (
+                not filename.startswith("<") and _under(os.path.realpath(os.path.join(self._cwd, filename)),
+                                                        self._code_roots))
+            self._files[filename] = known
+        return known
 
     @staticmethod
     def _is_stdlib(frame) -> bool:
@@ -457,8 +476,7 @@ class RuntimePolicy:
         return None
 
     def _writable(self, path) -> bool:
-        full = os.path.realpath(os.path.join(self._cwd, os.fsdecode(path)))
-        return any(full == root or full.startswith(root.rstrip("/") + "/") for root in self.writable)
+        return _under(os.path.realpath(os.path.join(self._cwd, os.fsdecode(path))), self.writable)
 
     def check_or_raise(self, verdict_cls, during: str) -> None:
         if self.violations:
