@@ -16,7 +16,10 @@ kernel on the CPU; those are in the allowed list too.
 Three records come out of one forward:
 - every aten op dispatched (a TorchDispatchMode);
 - every read of tensor values into host memory: `.numpy()`, `.tolist()`,
-  `__array__` (a TorchFunctionMode): numpy or Python arithmetic is not a kernel;
+  `__array__`, `apply_`/`map_`/`map2_` (a Python function per element, in C++
+  loops the dispatcher never sees), and a tensor's values as text (`print`, an
+  f-string: `__repr__`, `__format__`) (a TorchFunctionMode): numpy or Python
+  arithmetic is not a kernel, and text of the values read back is a host copy;
 - provenance by bytes: which bytes of which storages a kernel of the
   candidate's stored. On the CPU the launch counter (verifier.launches) sees
   every store the interpreter makes and reports the bytes; on a GPU a launch
@@ -72,7 +75,11 @@ COPY_OPS = frozenset({"clone", "contiguous", "_to_copy", "to", "type_as", "lift_
 METADATA_OPS = frozenset({"set_", "resize_", "as_strided_", "squeeze_", "unsqueeze_", "transpose_", "t_",
                           "detach_", "requires_grad_", "record_stream", "resize_as_"})
 # Tensor methods that hand tensor values to host code (__dlpack__: numpy's from_dlpack, on a host tensor).
-HOST_READS = frozenset({"numpy", "tolist", "__array__", "__dlpack__"})
+HOST_READS = frozenset({"numpy", "tolist", "__array__", "__dlpack__",
+                        # a Python callable run on every element, by C++ loops that never reach the dispatcher
+                        "apply_", "map_", "map2_",
+                        # a tensor's values as text (print, f-strings): torch's formatter reads them on the host
+                        "__repr__", "__format__"})
 
 
 def base_name(op_name: str) -> str:

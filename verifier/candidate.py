@@ -382,13 +382,17 @@ class _State:
             ops = ", ".join(audit.compute_ops[:5])
             raise Verdict("rejected", f"torch did the work: {during} called {ops} "
                                       f"(only allocation, views, copies and casts may go through torch)")
+        # NOTE: host reads first: torch's own formatter (a printed tensor) runs its ops with the audit's mode off
+        if audit.host_reads:
+            raise Verdict("rejected", f"read tensor values on the host ({', '.join(sorted(set(audit.host_reads)))}) "
+                                      f"in {during}: numpy or Python arithmetic is not a kernel"
+                                      + (", and a printed tensor's values are a copy to the host (print its shape "
+                                         "instead)" if {"Tensor.__repr__", "Tensor.__format__"} & set(audit.host_reads)
+                                         else ""))
         unseen = compute_ops(launches.aten_ops)
         if unseen:
             raise Verdict("rejected", f"torch did the work: {during} ran {', '.join(unseen[:5])} with the op "
                                       f"audit switched off (seen by the profiler)")
-        if audit.host_reads:
-            raise Verdict("rejected", f"read tensor values on the host ({', '.join(sorted(set(audit.host_reads)))}) "
-                                      f"in {during}: numpy or Python arithmetic is not a kernel")
         if launches.count == 0:
             raise Verdict("rejected", f"{during} launched no kernel of its own")
         if originals is not None:

@@ -5,6 +5,7 @@ no kernel runs here, so each test says exactly which bytes "a kernel" stored.
 """
 
 import numpy as np
+import pytest
 import torch
 
 from verifier.audit import OpAudit
@@ -88,3 +89,19 @@ def test_a_launch_without_byte_counts_marks_whole_storages():
     out = torch.empty(5)
     audit.note_launch([out], {})
     assert audit.unwritten([out]) == []
+
+
+@pytest.mark.parametrize("call, name", [
+    (lambda t: t.apply_(lambda v: v * 2.0), "Tensor.apply_"),
+    (lambda t: t.map_(t, lambda a, b: a + b), "Tensor.map_"),
+    (lambda t: t.map2_(t, t, lambda a, b, c: a + b + c), "Tensor.map2_"),
+    (lambda t: torch._C.TensorBase.apply_(t, lambda v: v), "Tensor.apply_"),   # the C type's own method
+    (lambda t: repr(t), "Tensor.__repr__"),
+    (lambda t: f"{t[0]:.3f}", "Tensor.__format__"),
+])
+def test_python_run_on_the_values_is_a_host_read(call, name):
+    # NOTE: none of these reaches the dispatcher: the op list alone would call the forward clean
+    t = torch.randn(8)
+    with OpAudit() as audit:
+        call(t)
+    assert name in audit.host_reads, audit.host_reads
