@@ -32,7 +32,7 @@ import sys
 from agent.config import BACKENDS, DEVICES, PROPOSERS, OptimizeConfig
 from agent.flags import positive_float, positive_int, small_shapes
 from agent.commands.verify import NOT_CHECKED_EXIT
-from verifier.records import NOT_CHECKED_HERE, TIMING_METHODS
+from verifier.records import NOT_CHECKED_HERE, TIMING_METHODS, printable
 
 # flag dest -> OptimizeConfig field, for every flag that sets one
 FIELDS = {
