@@ -24,12 +24,12 @@ cannot run here at all, before anything is verified.
 from __future__ import annotations
 
 import math
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from profiler.records import KernelMetrics
+from verifier import cleanup
 from verifier.records import NcuCheck, VerifyResult
 
 WARMUP_CALLS = 3       # forward calls before the profiled ones: compilation, autotuning, the clocks brought up
@@ -108,7 +108,7 @@ def _measure(task, source: str, result: VerifyResult, ncu_path: str, timeout_s: 
     from verifier import timing
     from verifier.protocols import reported_ms
 
-    with tempfile.TemporaryDirectory(prefix="kgen-crosscheck-") as tmp:
+    with cleanup.scratch_dir("kgen-crosscheck") as tmp:
         workdir = Path(tmp)
         job = write_job(workdir, task, source, mode="ncu", count_work=False, warmup_calls=WARMUP_CALLS,
                         profiled_calls=PROFILED_CALLS)

@@ -183,13 +183,12 @@ def sass_findings(sass: dict[str, int], roofline: Roofline | None) -> list[str]:
 def profile_fallback(task, source: str, *, timeout_s: float = 300.0, seed: int = 0, workdir: Path | None = None,
                      peaks_override: str | None = None, notes: list[str] | None = None) -> Diagnosis:
     """Run the candidate once under the torch profiler (sandboxed) and diagnose what that shows."""
-    import tempfile
-
     from profiler import roofline as roofline_mod
     from profiler.child import output_tail, run_child, write_job
+    from verifier import cleanup
 
     notes = list(notes or [])
-    with tempfile.TemporaryDirectory(prefix="kgen-fallback-") as tmp:
+    with cleanup.scratch_dir("kgen-fallback") as tmp:
         workdir = Path(workdir or tmp)
         job_path = write_job(workdir, task, source, mode="fallback", count_work=True, seed=seed)
         argv = [sys.executable, "-m", "profiler.ncu_child", str(job_path)]

@@ -18,7 +18,6 @@ profiler (profiler/fallback.py) and says why in the diagnosis' notes.
 
 from __future__ import annotations
 
-import tempfile
 import time
 from pathlib import Path
 
@@ -26,6 +25,7 @@ from profiler.child import output_tail, run_child, write_job
 from profiler.ncu import (find_ncu, import_page, ncu_argv, ncu_export_argv, ncu_problem, parse_details_csv,
                           parse_raw_csv)
 from profiler.records import Diagnosis, KernelMetrics
+from verifier import cleanup
 
 
 def profile_candidate(task, source: str, *, timeout_s: float = 300.0, ncu: str | None = None,
@@ -45,7 +45,7 @@ def profile_candidate(task, source: str, *, timeout_s: float = 300.0, ncu: str |
     from profiler import fallback, roofline as roofline_mod
 
     ncu_path = ncu or find_ncu()
-    with tempfile.TemporaryDirectory(prefix="kgen-profile-") as tmp:
+    with cleanup.scratch_dir("kgen-profile") as tmp:
         workdir = Path(tmp)
 
         def without_counters(why: str) -> Diagnosis:

@@ -59,6 +59,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from verifier import cleanup
+
 BUILD_JOB = [sys.executable, "-m", "verifier.inline_build"]
 PHASE = "load_inline build (its own sandboxed process, cached by source)"
 FEEDBACK_CHARS = 4000
@@ -437,7 +439,7 @@ def _prebuild_locked(plan: BuildPlan, key: str, folder: Path, env: dict, names: 
 
     # NOTE: from an empty folder: a library left there by someone else (the folder is writable by sandboxes,
     # and a key can be guessed from a source) would look up to date to ninja and be recorded as kgen's build
-    shutil.rmtree(folder, ignore_errors=True)
+    cleanup.remove_tree(folder)   # NOTE: what a sandbox left may be anything: no recursion, no link followed
     job = {"calls": [c.arguments() for c in plan.calls], "offline": tools["offline"]}
     work = None
     if library:
@@ -447,7 +449,7 @@ def _prebuild_locked(plan: BuildPlan, key: str, folder: Path, env: dict, names: 
 
         from verifier.judge import exchange_root
 
-        work = Path(tempfile.mkdtemp(prefix="kgen-inline-build-", dir=exchange_root()))
+        work = Path(tempfile.mkdtemp(prefix=cleanup.owned_prefix("kgen-inline-build"), dir=exchange_root()))
         job["build_root"] = str(work)
     try:
         res = run_sandboxed(BUILD_JOB, job, timeout_s=timeout_s, output_cap_bytes=output_cap_bytes,
@@ -457,7 +459,7 @@ def _prebuild_locked(plan: BuildPlan, key: str, folder: Path, env: dict, names: 
             _adopt(work, folder, plan)
     finally:
         if work is not None:
-            shutil.rmtree(work, ignore_errors=True)
+            cleanup.remove_soon(work)
     seconds = time.perf_counter() - started
     if message.get("status") == "ok":
         _record(key, folder, plan, seconds)

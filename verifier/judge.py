@@ -162,17 +162,25 @@ class CandidateProcess:
         """prestart=False: the process waits for its job before it imports anything (its start-up is then
         part of the job's time, as when verify() is called without a worker). argv: another program that
         speaks verifier.wire in the candidate process's place (the judge trusts it no more)."""
+        import weakref
+
+        from verifier import cleanup
+
         root = exchange_root()
-        self.exchange = Path(tempfile.mkdtemp(prefix="kgen-exchange-", dir=root))
+        cleanup.sweep_stale(root)   # the exchange directories of a killed kgen (SIGKILL runs no finalizer)
+        self.exchange = Path(tempfile.mkdtemp(prefix=cleanup.owned_prefix("kgen-exchange"), dir=root))
         self.files_in_memory = _is_tmpfs(root)
         try:
             self.wire = JudgeEnd(str(self.exchange))
             self.sandbox = Sandbox(argv or CANDIDATE_ARGV, output_cap_bytes=output_cap_bytes, cwd=self.exchange,
                                    prestart=prestart, keep_files=(LAST_WORDS,))
         except BaseException:
-            shutil.rmtree(self.exchange, ignore_errors=True)
+            cleanup.remove_soon(self.exchange)
             raise
         self._closed = False
+        # NOTE: garbage collection and the parent's exit close it too (the exchange directory is not the sandbox's
+        # to remove); the finalizer holds the parts, not self
+        self._finalize = weakref.finalize(self, _close_candidate_process, self.wire, self.sandbox, self.exchange)
 
     @property
     def pid(self) -> int:
@@ -185,15 +193,24 @@ class CandidateProcess:
 
     def close(self) -> None:
         self._closed = True
-        self.wire.close()
-        self.sandbox.close()
-        shutil.rmtree(self.exchange, ignore_errors=True)
+        self._finalize()
 
     def __enter__(self) -> "CandidateProcess":
         return self
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def _close_candidate_process(wire, sandbox, exchange: Path) -> None:
+    """CandidateProcess.close: the process stopped first, then the directory it could write in removed."""
+    from verifier import cleanup
+
+    wire.close()
+    sandbox.close()
+    # NOTE: the candidate could write here too: removed as its own directory is (verifier.cleanup), the verdict
+    # waiting for REMOVE_BUDGET_S of it at most
+    cleanup.remove_soon(exchange)
 
 
 # ----------------------------------------------------------------------------------------------

@@ -78,7 +78,8 @@ launcher's own report, and `isolation_missing` names the properties that did not
   from memory.events' oom_kill on v2), not another process on the machine.
   Where neither can be written the note says "memory: NOT capped (why)";
 - the child joins its cgroups between fork and exec, before it can fork;
-- its own temporary working directory (also $HOME and $TMPDIR), removed afterwards;
+- its own temporary working directory (also $HOME and $TMPDIR), removed afterwards by verifier.cleanup (no
+  recursion, no link followed; REMOVE_BUDGET_S of it before the result, the rest before the parent exits);
 - an environment scrubbed of secrets: every variable whose name contains KEY,
   TOKEN, SECRET, PASSWORD or CREDENTIAL, and every OPENAI_* variable, is removed;
 - no core dumps; files it writes capped in size; captured stdout/stderr capped
@@ -126,7 +127,6 @@ import os
 import re
 import resource
 import secrets
-import shutil
 import signal
 import stat
 import subprocess
@@ -138,7 +138,7 @@ import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from verifier import channel
+from verifier import channel, cleanup
 
 SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|CREDENTIAL|^OPENAI_", re.IGNORECASE)
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
@@ -152,6 +152,8 @@ MEMORY_FRACTION = 0.5      # of the machine's RAM, for the memory cgroup
 # outputs reach 8 GiB (1 GiB made every larger one "crashed" with EFBIG); the disk itself is the memory plan's check.
 MAX_FILE_BYTES = 1 << 36
 WATCH_INTERVAL_S = 0.1
+REAP_WAIT_S = 2.0          # longest the end of a run waits for a killed child to be reaped (then: in the background)
+CGROUP_REMOVE_S = 0.5      # longest it waits for a cgroup to empty before its removal goes to the background
 PROFILERS = ("ncu", "nv-nsight-cu-cli")   # programs that read GPU counters: perf_event_open stays allowed
 MAX_IDLE_S = 1800.0        # longest a pre-started child may wait for its job before the watchdog kills it
 # the compile caches a candidate writes: kgen's shared ones, or (the unprivileged uid) its sandbox's own
@@ -272,7 +274,7 @@ def confinement() -> dict:
     seccomp, no_new_privs, uid, gid, groups, uid_problem (why uid is 0, when it is), init, opened,
     problems. Used by the tests to skip what this machine cannot do; a Sandbox reports what held for
     its own run."""
-    probe_dir = Path(tempfile.mkdtemp(prefix="kgen-probe-"))
+    probe_dir = Path(tempfile.mkdtemp(prefix=cleanup.owned_prefix("kgen-probe")))
     read_fd, write_fd = os.pipe()
     try:
         cmd = _launcher([], write_fd, own=[str(probe_dir)]) + [sys.executable, "-c", "pass"]
@@ -289,7 +291,7 @@ def confinement() -> dict:
         for fd in (read_fd, write_fd):
             if fd >= 0:
                 os.close(fd)
-        shutil.rmtree(probe_dir, ignore_errors=True)
+        cleanup.remove_soon(probe_dir)
 
 
 def network_isolation() -> tuple[bool, str]:
@@ -477,6 +479,7 @@ class _Watchdog(threading.Thread):
 
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
+_SWEPT_CGROUPS: set[Path] = set()
 
 
 def cgroup_v2() -> bool:
@@ -540,6 +543,9 @@ class _Cgroup:
 
     @classmethod
     def _make(cls, parent: Path, version: int, limits: dict[str, int]) -> "tuple[_Cgroup | None, str]":
+        if parent not in _SWEPT_CGROUPS:
+            _SWEPT_CGROUPS.add(parent)
+            cleanup.sweep_stale_cgroups(parent)   # the empty groups a killed kgen left (SIGKILL runs no finalizer)
         path = parent / f"kgen-{secrets.token_hex(6)}"
         try:
             path.mkdir()
@@ -596,15 +602,24 @@ class _Cgroup:
             except (ProcessLookupError, PermissionError):
                 pass
 
-    def remove(self) -> None:
-        for _ in range(250):
+    def remove(self, wait_s: float = CGROUP_REMOVE_S) -> None:
+        """Kill what is left in the group and remove it: tried for wait_s here, then (a group whose killed
+        processes take longer to end) for up to 5 s more in the background cleaner."""
+        if not self._try_remove(wait_s):
+            cleanup.later(lambda: self._try_remove(5.0))
+
+    def _try_remove(self, wait_s: float) -> bool:
+        end = time.monotonic() + wait_s
+        while True:
             self.kill()
             try:
                 self.path.rmdir()
-                return
+                return True
             except FileNotFoundError:
-                return
+                return True
             except OSError:
+                if time.monotonic() > end:
+                    return False
                 time.sleep(0.02)
 
 
@@ -726,6 +741,7 @@ class _Held:
         self.proc, self.watchdog, self.threads, self.groups, self.workdir = proc, watchdog, threads, groups, workdir
         self.stopped = False
         self.shared: tuple[Path, os.stat_result] | None = None   # the caller's directory, as it was before
+        self.removal: cleanup.Removal | None = None             # how the removal of workdir went
 
     def stop(self) -> None:
         """Kill whatever is left of the child (all of it, stray children of a finished one too) and reap it."""
@@ -737,7 +753,12 @@ class _Held:
         _kill_all(self.proc.pid, members(self.proc.pid))
         for g in self.groups:
             g.kill()   # NOTE: also what left the process tree; the PID namespace's end takes the rest
-        self.proc.wait()
+        try:
+            self.proc.wait(timeout=REAP_WAIT_S)
+        except subprocess.TimeoutExpired:
+            # NOTE: a killed process can take long to end (the kernel frees its private /dev/shm, its mount
+            # namespace): the verdict does not wait; the background cleaner reaps it before kgen exits
+            cleanup.later(functools.partial(self.proc.wait, 60))   # a minute at most: the exit must end
 
     def release(self) -> None:
         self.stop()
@@ -747,7 +768,9 @@ class _Held:
             t.join(timeout=5)
         if self.proc.stdin and not self.proc.stdin.closed:
             _write_and_close(self.proc.stdin, b"")
-        shutil.rmtree(self.workdir, ignore_errors=True)
+        # NOTE: the child may have left anything there (a 100,000-deep chain, a million files, links): removed
+        # without recursion or following a link, REMOVE_BUDGET_S of it before the verdict, the rest afterwards
+        self.removal = cleanup.remove_soon(self.workdir)
         if self.shared is not None:
             # NOTE: the caller's directory is its own again (the launcher lent it to the sandbox's uid)
             path, before = self.shared
@@ -756,6 +779,17 @@ class _Held:
                 os.chmod(path, stat.S_IMODE(before.st_mode))
             except OSError:
                 pass
+
+
+def _removal_note(done: "cleanup.Removal | None") -> str:
+    """How the sandbox's directory went, for its isolation note: "" when it went at once, as usual."""
+    if done is None or (done.done and done.seconds < 0.1):
+        return ""
+    if done.unfinished:
+        return f", {done.removed} entries removed in {done.seconds:.1f} s, the rest left to the background cleaner"
+    if done.failed:
+        return f", {done.failed} entries of it NOT removed ({'; '.join(done.left[:3])})"
+    return f", {done.removed} entries removed in {done.seconds:.1f} s"
 
 
 class Sandbox:
@@ -796,7 +830,9 @@ class Sandbox:
         self._keep = tuple(keep_files)
         self._prestart = prestart
         self._used = False
-        workdir = Path(tempfile.mkdtemp(prefix="kgen-sandbox-", dir=cwd))
+        if cwd is None:
+            cleanup.sweep_stale(tempfile.gettempdir())   # the directories of a killed kgen's sandboxes
+        workdir = Path(tempfile.mkdtemp(prefix=cleanup.owned_prefix("kgen-sandbox"), dir=cwd))
         confined = isolate_network or confine_files
         if profiler is None:
             profiler = Path(argv[0]).name in PROFILERS
@@ -828,7 +864,7 @@ class Sandbox:
                     os.close(fd)
             for g in made:
                 g.remove()
-            shutil.rmtree(workdir, ignore_errors=True)
+            cleanup.remove_soon(workdir)
             raise
         finally:
             for fd in (write_fd, report_w):
@@ -914,7 +950,8 @@ class Sandbox:
         else:
             notes.append(f"memory: NOT capped ({memory_why or 'the child is not in its cgroup'})")
             missing.append("memory cap")
-        notes += ["env: secrets scrubbed", "cwd: fresh temporary directory", limit_note]
+        notes += ["env: secrets scrubbed", "cwd: fresh temporary directory" + _removal_note(self._held.removal),
+                  limit_note]
         return notes, missing
 
     @property

@@ -42,11 +42,11 @@ import json
 import os
 import secrets
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
 
+from verifier import cleanup
 from verifier.judge import SMALL_SHAPES_FLAG, CandidateProcess, judge
 from verifier.protocols import reported_ms
 from verifier.records import Task, Timing, VerifyConfig, VerifyResult
@@ -349,7 +349,7 @@ def cached_baselines(task: Task, config: VerifyConfig) -> dict[str, Timing]:
         raise BaselineError(_FAILED[path])
     # NOTE: the task goes in as a copy in a directory of the job's own: the sandbox's unprivileged uid may not
     # reach the task's path
-    with tempfile.TemporaryDirectory(prefix="kgen-baseline-") as here:
+    with cleanup.scratch_dir("kgen-baseline") as here:
         task_copy = Path(here) / "task.py"
         task_copy.write_text(task.source)
         job = {"kind": "baselines", "task_path": str(task_copy), "device": "cuda", "seed": config.seed,

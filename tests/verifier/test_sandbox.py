@@ -2,9 +2,12 @@
 
 import os
 import shutil
+import subprocess
 import sys
+import tempfile
 import time
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -584,3 +587,149 @@ def test_cuda_torch_and_cupy_work_inside_the_confinement(tmp_path):
     assert res.message is not None, res.stderr[-1500:]
     assert res.message["torch"] and res.message["cupy"] == 64.0, res.message
     assert res.isolation_complete, res.isolation_missing
+
+
+# ----------------------------------------------------------------------------------------------
+# removing what a child left (verifier.cleanup)
+
+
+@pytest.fixture
+def shm_path(tmp_path):
+    """A fresh directory in memory (/dev/shm), where the exchange directories live: the disk's metadata writes
+    make a 5000-deep chain take 15 s there."""
+    from verifier.cleanup import remove_tree
+
+    if not (os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK)):
+        yield tmp_path
+        return
+    path = Path(tempfile.mkdtemp(prefix="kgen-test-cleanup-", dir="/dev/shm"))
+    yield path
+    remove_tree(path)
+
+
+def _chain(top, depth: int) -> None:
+    fd = os.open(top, os.O_RDONLY)
+    for _ in range(depth):
+        os.mkdir("d", dir_fd=fd)
+        deeper = os.open("d", os.O_RDONLY, dir_fd=fd)
+        os.close(fd)
+        fd = deeper
+    os.close(fd)
+
+
+def test_remove_tree_takes_a_chain_of_5000_directories(shm_path):
+    from verifier.cleanup import remove_tree
+
+    top = shm_path / "deep"
+    top.mkdir()
+    _chain(top, 5000)   # shutil.rmtree: RecursionError at ~1000
+    done = remove_tree(top)
+    assert done.done and done.removed == 5001 and not top.exists(), done
+
+
+def test_remove_tree_removes_a_link_never_what_it_names(tmp_path):
+    from verifier.cleanup import remove_tree
+
+    outside = tmp_path / "outside"
+    (outside / "sub").mkdir(parents=True)
+    (outside / "keep.txt").write_text("kgen's")
+    top = tmp_path / "left"
+    (top / "a").mkdir(parents=True)
+    (top / "a" / "to-dir").symlink_to(outside)
+    (top / "a" / "to-file").symlink_to(outside / "keep.txt")
+    (top / "a" / "to-sub").symlink_to(outside / "sub")
+    done = remove_tree(top)
+    assert done.done and not top.exists(), done
+    assert (outside / "keep.txt").read_text() == "kgen's" and (outside / "sub").is_dir()
+    link = tmp_path / "link-at-top"
+    link.symlink_to(outside)
+    assert remove_tree(link).done and not link.is_symlink() and (outside / "keep.txt").exists()
+
+
+def test_remove_tree_removes_fifos_without_opening_them(tmp_path):
+    from verifier.cleanup import remove_tree
+
+    top = tmp_path / "left"
+    top.mkdir()
+    os.mkfifo(top / "fifo")   # opened, it would block until a writer came
+    started = time.monotonic()
+    done = remove_tree(top)
+    assert done.done and not top.exists() and time.monotonic() - started < 5, done
+
+
+REMOVE_AS_USER = """
+import os, sys
+sys.path.insert(0, sys.argv[2])
+from verifier.cleanup import remove_tree   # first: the interpreter's own files may be root's alone (/root/.pyenv)
+os.setgid(65534)
+os.setuid(65534)
+top = sys.argv[1]
+os.makedirs(top + "/shut/inside/deeper")
+open(top + "/shut/inside/file", "w").close()
+os.chmod(top + "/shut/inside", 0)
+os.chmod(top + "/shut", 0)
+done = remove_tree(top)
+print(done.done, os.path.exists(top), done.left)
+"""
+
+
+def test_remove_tree_opens_a_directory_of_mode_000(tmp_path):
+    """Not root (here: root's process become uid 65534): its own directory of mode 000 is set to 0700, entered,
+    emptied; as root the mode does not stop it."""
+    from verifier.cleanup import remove_tree
+
+    if os.geteuid() == 0:
+        home = Path(tempfile.mkdtemp(prefix="kgen-test-mode000-"))   # /tmp: the pytest folder is root's 0700
+        try:
+            os.chown(home, 65534, 65534)
+            done = subprocess.run([sys.executable, "-c", REMOVE_AS_USER, str(home / "top"),
+                                   str(Path(__file__).resolve().parents[2])], capture_output=True, text=True,
+                                  timeout=60)
+            assert done.stdout.split()[:2] == ["True", "False"], (done.stdout, done.stderr[-800:])
+        finally:
+            remove_tree(home)
+    top = tmp_path / "left"
+    (top / "shut" / "inside").mkdir(parents=True)
+    (top / "shut").chmod(0)
+    done = remove_tree(top)
+    assert done.done and not top.exists(), done
+
+
+def test_remove_tree_never_raises_and_says_what_stayed(tmp_path):
+    from verifier.cleanup import remove_tree
+
+    assert remove_tree(tmp_path / "missing").done
+    done = remove_tree("/")   # refused, not tried
+    assert not done.done and done.left
+
+
+def test_remove_soon_waits_a_bounded_time_and_the_cleaner_does_the_rest(shm_path):
+    from verifier.cleanup import remove_soon, wait_for_cleaner
+
+    top = shm_path / "flood"
+    top.mkdir()
+    fd = os.open(top, os.O_RDONLY)
+    for i in range(100_000):
+        os.close(os.open(str(i), os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=fd))
+    for i in range(5000):
+        os.mkdir(f"d{i}", dir_fd=fd)
+    os.close(fd)
+    started = time.monotonic()
+    done = remove_soon(top, budget_s=0.05)
+    assert time.monotonic() - started < 0.5 and done.unfinished, done
+    assert wait_for_cleaner(timeout_s=60) and not top.exists()
+
+
+def test_stale_directories_of_a_dead_kgen_are_swept(tmp_path):
+    from verifier.cleanup import owned_prefix, stale_dirs
+
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    pid = int(dead.stdout)
+    mine = tmp_path / (owned_prefix("kgen-exchange") + "live")
+    theirs = tmp_path / (owned_prefix("kgen-exchange").replace(f".{os.getpid()}-", f".{pid}-") + "dead")
+    young = tmp_path / (owned_prefix("kgen-exchange").replace(f".{os.getpid()}-", f".{pid}-") + "young")
+    for d in (mine, theirs, young):
+        d.mkdir()
+    os.utime(theirs, (time.time() - 3600, time.time() - 3600))
+    os.utime(mine, (time.time() - 3600, time.time() - 3600))
+    assert stale_dirs(tmp_path) == [str(theirs)]
