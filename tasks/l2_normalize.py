@@ -5,7 +5,10 @@ torch.export writes it as linalg_vector_norm, clamp_min and expand_as before the
 is why a template that knows norms but not expand_as has nothing to offer.
 Benchmark shape: x 16384 x 4096 fp32. Traffic: 256 MiB read + 256 MiB written = 0.54 GB,
 ~0.13 ms at 4 TB/s.
-Small shape: 67 x 781 (odd), with one row scaled by 1e-20 so that the eps clamp is exercised.
+Small shape: 67 x 781 (odd).
+Inputs: standard normal rows, each scaled by 10**u (u uniform in [-4, 2]), so that norms from about 0.003
+to 3000 are divided by (a clamp other than eps shows); one row is scaled to a norm of about 1e-13, below
+eps, where the clamp, not the norm, divides: x / 1e-12 is 10x smaller there than x / ||x||.
 """
 
 import torch
@@ -24,8 +27,14 @@ class Model(nn.Module):
         return F.normalize(x, p=2.0, dim=1)
 
 
+def _scaled_rows(x: torch.Tensor) -> torch.Tensor:
+    x = x * 10.0 ** (torch.rand(x.shape[0], 1) * 6.0 - 4.0)
+    x[5] *= 1e-13 / x[5].norm()   # a norm below eps: the clamp, not the norm, divides this row
+    return x
+
+
 def get_inputs():
-    return [torch.randn(rows, cols)]
+    return [_scaled_rows(torch.randn(rows, cols))]
 
 
 def get_init_inputs():
@@ -33,6 +42,4 @@ def get_init_inputs():
 
 
 def get_small_inputs():
-    x = torch.randn(small_rows, small_cols)
-    x[5] *= 1e-20                   # a norm below eps: the clamp, not the norm, divides this row
-    return [x]
+    return [_scaled_rows(torch.randn(small_rows, small_cols))]

@@ -5,6 +5,9 @@ Benchmark shape: x 16384 x 8192 fp32. Traffic: 512 MiB read + 512 MiB written = 
 ~0.27 ms at 4 TB/s; eager reaches about half of that on an H200, so a fused row kernel has room.
 Eager on an H200 (torch 2.11, median of 20 calls, L2 flushed): 0.55 ms.
 Small shape: 127 x 781, odd in both dimensions so that row and column masks are exercised.
+Inputs: standard normal, with every 8th row shifted by +100 (past 88, where exp overflows fp32): softmax
+does not change under a shift, so those rows' outputs are those of any other row (the norm-relative bound
+weighs them alike), but a kernel that skips the row maximum's subtraction returns inf or NaN there.
 """
 
 import torch
@@ -22,8 +25,13 @@ class Model(nn.Module):
         return torch.softmax(x, dim=-1)
 
 
+def _shifted_rows(x: torch.Tensor) -> torch.Tensor:
+    x[::8] += 100.0
+    return x
+
+
 def get_inputs():
-    return [torch.randn(rows, cols)]
+    return [_shifted_rows(torch.randn(rows, cols))]
 
 
 def get_init_inputs():
@@ -31,4 +39,4 @@ def get_init_inputs():
 
 
 def get_small_inputs():
-    return [torch.randn(small_rows, small_cols)]
+    return [_shifted_rows(torch.randn(small_rows, small_cols))]

@@ -89,7 +89,8 @@ CONTEXT_SLACK_BYTES = 768 << 20
 CONTEXT_SLACK_SHARE = 0.1   # of the budget
 SHARE_SLACK = 1.25
 SMALL_SHAPES_FLAG = ("checked on the CPU under the Triton interpreter, on the task's small inputs "
-                     "(get_small_inputs()) only: its real shapes were not run, and nothing was timed")
+                     "(get_small_inputs()) only: its real shapes were not run, a path it takes only on a GPU "
+                     "was not run either, and nothing was timed")
 
 
 EXCHANGE_DIR_ENV = "KGEN_EXCHANGE_DIR"   # where exchange directories go, when set (else exchange_root() decides)
