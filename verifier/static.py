@@ -21,10 +21,26 @@ A module reached as an attribute of another (`torch.os`, `collections._sys`,
 `typing.sys`, `getattr(torch, "os")`) is judged as the module itself.
 
 What is judged is the code that can run inside the verifier: import-time
-statements, class bodies (ModelNew's methods) and the top-level functions they
-can call. The body of `if __name__ == "__main__":` and of helpers only it calls
-never run as module "candidate", so an `import sys, time` that only they use
-binds names nothing reachable reads, and passes. A plain `synchronize()` call
+statements (class statements included: a class's bases, decorators and
+class-level code), ModelNew's methods, and the top-level functions and classes
+(their methods) that any of it can reach. The body of `if __name__ == "__main__":`
+and of the helpers only it reaches (a `def benchmark():`, a `class Timer:`) never
+run as module "candidate", so an `import sys, time`, a `from triton.testing import
+do_bench` or an `import torch.profiler` that only they use binds names nothing
+reachable reads, and passes (a private module, `torch._dynamo`, is rejected
+even unused: importing it runs its setup). A class whose statement may call its
+own methods (a decorator or metaclass, a base other than object or nn.Module)
+counts as reachable; so does a function with a decorator that might call it.
+
+The body of every @triton.jit function (and @triton.constexpr_function) is held
+to what compiles on a GPU: Triton's language under any alias (tl, libdevice,
+tl.math), other @triton.jit functions, constants, the few builtins Triton knows,
+and math on constants. A call of a plain Python function, numpy, torch or any
+other module there, or of a function handed in as an argument, is rejected:
+under the CPU interpreter the body is Python and would run it on the host.
+`.handle` (the interpreter's host array of a block) and Tensor.apply_/map_/map2_
+(a Python function per element, through no torch operator) are rejected
+anywhere. A plain `synchronize()` call
 only waits (the timer brackets its own events) and passes; an
 `os.environ.get("TRITON_...")` with a constant name of the ecosystem's own
 switches passes.
@@ -125,6 +141,13 @@ FORBIDDEN_MODULES = {
     "kgen_task": "imports the task's own Model",
     "sys": "reaches the interpreter's internals (sys)",
     "time": "reads or patches timers",
+    # Modules that reach objects, modules or code by a name in a string, round the import checks.
+    "pydoc": "imports modules by name (pydoc.locate)",
+    "zipimport": "imports modules dynamically",
+    "unittest": "patches objects by name (unittest.mock.patch)",
+    "doctest": "executes code from strings",
+    "timeit": "executes code from strings and times things itself",
+    "string": "reaches attributes by computed names (string.Formatter.get_field)",
 }
 # Modules below torch/triton a candidate must not import or reach (prefix match on the resolved name).
 FORBIDDEN_SUBMODULES = {
@@ -317,6 +340,16 @@ FORBIDDEN_ATTRS = {
     "string_at": "reads raw memory by address",
     "from_buffer": "reaches raw memory",
     "from_buffer_copy": "reaches raw memory",
+    "__getstate__": "reads an object's namespace (its __dict__) behind the checks' back",
+    # Tensor.apply_/map_/map2_ call a Python function on every element in C++, through no torch operator
+    # the op audit sees: the values are computed on the host.
+    "apply_": "runs Python on every element on the host, not a kernel (Tensor.apply_)",
+    "map_": "runs Python on every element on the host, not a kernel (Tensor.map_)",
+    "map2_": "runs Python on every element on the host, not a kernel (Tensor.map2_)",
+    # NOTE: under the CPU Triton interpreter a block a kernel loaded is a tl.tensor whose .handle holds a
+    # numpy array: Python that reaches it (in a kernel's body or in anything the body calls) computes on the
+    # host. No kernel file has any other use for the name.
+    "handle": "reaches a Triton interpreter tensor's host array (.handle): host compute, not a kernel",
 }
 # Builtins that must not be named at all: called, aliased or passed along, each hides what it reaches.
 FORBIDDEN_NAMES = {
@@ -348,7 +381,7 @@ ALWAYS_FORBIDDEN_IMPORTS = {"verifier", "profiler", "agent", "kgen_task", "candi
 # are the module itself under an alias: a way round the import checks. Names that are also ordinary
 # functions or torch's own submodules (torch.select, torch.signal, torch.types, x.code) are left out.
 ALIAS_MODULES = (set(FORBIDDEN_MODULES) - {"select", "code", "trace", "profile", "signal", "types", "resource",
-                                           "platform", "site", "io"}) | {"os", "importlib", "builtins"}
+                                           "platform", "site", "io", "string"}) | {"os", "importlib", "builtins"}
 # Dunder names that make an object readable as an array by numpy or another library: host code that
 # reads a tensor's memory without any torch call the op audit could see.
 ARRAY_PROTOCOLS = {
@@ -386,44 +419,139 @@ def _is_main_guard(node: ast.AST) -> bool:
 
 
 def _names_in(nodes) -> set[str]:
-    return {n.id for node in nodes for n in ast.walk(node) if isinstance(n, ast.Name)}
+    """Names that nodes read, and those named in their strings: `typing.get_type_hints` turns a string
+    annotation (`x: "Timer"`) into the object it names."""
+    out = set()
+    for node in nodes:
+        for n in ast.walk(node):
+            if isinstance(n, ast.Name):
+                out.add(n.id)
+            elif isinstance(n, ast.Constant) and isinstance(n.value, str) and len(n.value) < 1000:
+                try:
+                    out |= {m.id for m in ast.walk(ast.parse(n.value, mode="eval")) if isinstance(m, ast.Name)}
+                except (SyntaxError, ValueError):
+                    continue
+    return out
 
 
-def _unreachable_functions(tree: ast.Module) -> set[int]:
-    """id()s of top-level functions whose bodies nothing that runs in the verifier can call.
+# Decorators that wrap or register a function and never call it while decorating (resolved names). Any
+# other decorator (one defined in the file above all) may call what it decorates at import, so the function
+# it decorates is judged as code that runs.
+NON_CALLING_DECORATORS = {
+    "triton.jit", "triton.autotune", "triton.heuristics", "triton.runtime.jit.jit", "triton.constexpr_function",
+    "torch.no_grad", "torch.inference_mode", "torch.enable_grad", "functools.lru_cache", "functools.cache",
+    "functools.wraps", "staticmethod", "classmethod", "property", "contextlib.contextmanager",
+    "dataclasses.dataclass", "abc.abstractmethod", "typing.overload",
+}
+# Bases whose class machinery calls none of a subclass's methods when the class statement runs (an Enum's
+# does: it builds its members; a base defined in the file may, through __init_subclass__).
+PASSIVE_BASES = {"object", "torch.nn.Module", "torch.nn.modules.module.Module"}
 
-    A kernel file's `def benchmark():` (timers, sys.argv) called only from its `__main__` block never
-    runs as module "candidate". A function is reachable when its name appears in reachable code:
-    import-time statements, class bodies (ModelNew's methods), other reachable functions, and every
-    function's decorators, defaults and annotations (those run at import). Flow-insensitive: a name
-    mentioned anywhere reachable counts, which can only keep more code under the checks."""
-    functions = [n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
-    outside = [n for n in tree.body if n not in functions and not _is_main_guard(n)]
-    outside += [n.orelse for n in tree.body if _is_main_guard(n)]
-    seen = _names_in([x for n in outside for x in (n if isinstance(n, list) else [n])])
-    for f in functions:
-        seen |= _names_in(f.decorator_list + [f.args] + ([f.returns] if f.returns else []))
+
+def _calls_what_it_decorates(dec: ast.AST, names: "_Names") -> bool:
+    target = dec.func if isinstance(dec, ast.Call) else dec
+    if names.resolve(target) in NON_CALLING_DECORATORS:
+        return False
+    # `@ms.setter` on a property's setter: property.setter only stores the function
+    return not (isinstance(target, ast.Attribute) and target.attr in ("setter", "getter", "deleter")
+                and isinstance(target.value, ast.Name) and not isinstance(dec, ast.Call))
+
+
+def _signature_parts(f: ast.FunctionDef | ast.AsyncFunctionDef) -> list[ast.AST]:
+    """What a `def` runs where it stands: its decorators, defaults and annotations."""
+    return f.decorator_list + [f.args] + ([f.returns] if f.returns else [])
+
+
+def _class_parts(c: ast.ClassDef) -> tuple[list[ast.AST], list[ast.AST]]:
+    """(what the class statement runs at import, what runs only once the class is used: its method bodies)."""
+    at_import: list[ast.AST] = c.decorator_list + c.bases + c.keywords
+    on_use: list[ast.AST] = []
+    for stmt in c.body:
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            at_import += _signature_parts(stmt)
+            on_use += stmt.body
+        else:
+            at_import.append(stmt)     # class attributes, nested classes: they run with the class statement
+    return at_import, on_use
+
+
+def _setter_owners(c: ast.ClassDef) -> set[int]:
+    """id()s of the `ms` in `@ms.setter`: naming a property to add its setter calls nothing."""
+    return {id(d.value) for stmt in c.body if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef))
+            for d in stmt.decorator_list
+            if isinstance(d, ast.Attribute) and d.attr in ("setter", "getter", "deleter") and isinstance(d.value, ast.Name)}
+
+
+def _unreachable_bodies(tree: ast.Module, names: "_Names") -> set[int]:
+    """id()s of the functions (top-level ones, and methods of top-level classes) whose bodies nothing that runs
+    in the verifier can call.
+
+    A kernel file's `def benchmark():` (timers, sys.argv), or its `class Timer:` (a context manager around
+    time.perf_counter), used only by its `__main__` block, never runs as module "candidate". A function or a
+    class is reachable when its name appears in reachable code: import-time statements, the bodies of
+    reachable functions and of reachable classes' methods, and what every `def` and `class` statement runs
+    where it stands (decorators, defaults, annotations; a class's bases, keywords and class-level statements).
+    ModelNew is always reachable (the harness builds it), and so is a class whose statement may call its own
+    methods at import: one with a decorator that might (see NON_CALLING_DECORATORS), a metaclass, a base other
+    than object or nn.Module (an Enum builds its members, a base's __init_subclass__ gets the class), or
+    class-level code that names one of its methods. A decorated function is reachable unless every decorator
+    is one that never calls it. Flow-insensitive: a name mentioned anywhere reachable counts, which can only
+    keep more code under the checks."""
+    defs = [n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]
+    outside = [n for n in tree.body if n not in defs and not _is_main_guard(n)]
+    outside += [x for n in tree.body if _is_main_guard(n) for x in n.orelse]
+    seen = _names_in(outside)
+    on_use: dict[int, list[ast.AST]] = {}
     reachable: set[int] = set()
+    for d in defs:
+        if isinstance(d, ast.ClassDef):
+            at_import, on_use[id(d)] = _class_parts(d)
+            setters = _setter_owners(d)
+            mentioned = {n.id for part in at_import for n in ast.walk(part)
+                         if isinstance(n, ast.Name) and id(n) not in setters}
+            methods = {m.name for m in d.body if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef))}
+            seen |= mentioned
+            if d.name == "ModelNew" or d.keywords or mentioned & methods \
+                    or any(_calls_what_it_decorates(x, names) for x in d.decorator_list) \
+                    or any(names.resolve(b) not in PASSIVE_BASES for b in d.bases):
+                reachable.add(id(d))
+        else:
+            on_use[id(d)] = d.body
+            seen |= _names_in(_signature_parts(d))
+            if any(_calls_what_it_decorates(x, names) for x in d.decorator_list):
+                reachable.add(id(d))
+    for d in defs:
+        if id(d) in reachable:
+            seen |= _names_in(on_use[id(d)])
     grew = True
     while grew:
         grew = False
-        for f in functions:
-            if id(f) not in reachable and f.name in seen:
-                reachable.add(id(f))
-                seen |= _names_in(f.body)
+        for d in defs:
+            if id(d) not in reachable and d.name in seen:
+                reachable.add(id(d))
+                seen |= _names_in(on_use[id(d)])
                 grew = True
-    return {id(f) for f in functions if id(f) not in reachable}
+    out: set[int] = set()
+    for d in defs:
+        if id(d) in reachable:
+            continue
+        if isinstance(d, ast.ClassDef):
+            out |= {id(m) for m in d.body if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef))}
+        else:
+            out.add(id(d))
+    return out
 
 
-def _walk(tree: ast.Module):
+def _walk(tree: ast.Module, names: "_Names"):
     """Every node that can run when the candidate is imported and called.
 
     The body of a top-level `if __name__ == "__main__":` block (a kernel file's own check and
     benchmark) is skipped: it never runs as module "candidate", and `__name__` cannot be reassigned
-    (rejected below). So are the bodies of top-level functions only that block calls
-    (_unreachable_functions); their decorators, defaults and annotations still run at import.
+    (rejected below). So are the bodies of top-level functions, and of top-level classes' methods, that
+    only that block can reach (_unreachable_bodies); their decorators, defaults and annotations, and a
+    class's bases and class-level statements, still run at import and are walked.
     """
-    unreachable = _unreachable_functions(tree)
+    unreachable = _unreachable_bodies(tree, names)
     todo = deque(tree.body)
     while todo:
         node = todo.popleft()
@@ -432,7 +560,7 @@ def _walk(tree: ast.Module):
             continue
         yield node
         if id(node) in unreachable:
-            todo.extend(node.decorator_list + [node.args] + ([node.returns] if node.returns else []))
+            todo.extend(_signature_parts(node))
             continue
         todo.extend(ast.iter_child_nodes(node))
 
@@ -473,6 +601,7 @@ class _Names:
         self.modules: set[str] = set()   # local names bound by import statements (or to them)
         self.called: set[int] = set()    # id() of the nodes that are the function of a call
         self.used: set[str] = set()      # names read or bound in code that can run (not the __main__ block)
+        self.used_dotted: set[str] = set()   # what those names and attribute chains resolve to (torch.profiler...)
         self.env_ok: set[int] = set()    # id() of os.environ nodes that only read an allowed switch
         for node in ast.walk(tree):
             if isinstance(node, ast.Import):
@@ -548,10 +677,12 @@ def check_source(source: str) -> StaticProblem | None:
 
     names = _Names(tree)
     names.called = {id(n.func) for n in ast.walk(tree) if isinstance(n, ast.Call)}
-    walked = list(_walk(tree))
+    walked = list(_walk(tree, names))
     # NOTE: names read or bound anywhere that can run (the __main__ block excluded): an import whose names
     # never appear here binds a module nothing can reach, so importing it is harmless.
     names.used = {n.id for n in walked if isinstance(n, ast.Name)}
+    names.used_dotted = {names.resolve(n) for n in walked if isinstance(n, (ast.Name, ast.Attribute))
+                         or _const_getattr(n)} - {""}
     names.env_ok = _allowed_env_reads(walked, names)
     # Judged in source order, so the reason names the first offending line a reader would find.
     nodes = sorted(enumerate(walked),
@@ -561,6 +692,10 @@ def check_source(source: str) -> StaticProblem | None:
         if problem:
             return StaticProblem("rejected", f"line {node.lineno}: {problem}" if hasattr(node, "lineno")
                                  else problem)
+
+    problem = _KernelBodies(tree, names).check()
+    if problem:
+        return StaticProblem("rejected", f"line {problem[0].lineno}: {problem[1]}")
 
     triton_kernels = {
         n.name for n in ast.walk(tree)
@@ -640,6 +775,11 @@ def _check_import(node: ast.Import | ast.ImportFrom, names: "_Names") -> str | N
             name, local = f"{node.module}.{a.name}", a.asname or a.name
             full_names = [node.module or "", name]
         reachable = local in names.used or a.name == "*"
+        # `import torch.profiler` binds `torch`, which everything uses: what it adds is reached as
+        # torch.profiler..., so it is reachable where code that runs names torch.profiler or below.
+        sub_reachable = reachable
+        if isinstance(node, ast.Import) and not a.asname and "." in name:
+            sub_reachable = any(u == name or u.startswith(name + ".") for u in names.used_dotted)
         for full in full_names:
             top = full.split(".")[0]
             if top in ALWAYS_FORBIDDEN_IMPORTS:
@@ -649,7 +789,10 @@ def _check_import(node: ast.Import | ast.ImportFrom, names: "_Names") -> str | N
                     return f"imports {full}: {FORBIDDEN_MODULES[top]}{used_note}"
                 continue
             why = _forbidden_dotted(full)
-            if why and (reachable or top != "os"):
+            # NOTE: a private module (torch._dynamo...) is rejected even unused: importing it runs its setup.
+            # The others (torch.testing, triton.testing, torch.profiler) only bind names, judged like
+            # `import time`: a `from triton.testing import do_bench` only __main__ uses passes.
+            if why and (sub_reachable or _is_private(full)):
                 return f"imports {full}: {why}"
         if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] not in FORBIDDEN_MODULES \
                 and node.module != "os" and a.name.lstrip("_") in ALIAS_MODULES:
@@ -664,14 +807,19 @@ def _alias_why(attr: str) -> str:
                                  else "reaches what a direct import of it would")
 
 
+def _is_private(full: str) -> bool:
+    parts = full.split(".")
+    return parts[0] in ("torch", "triton", "cupy", "numpy") and any(
+        p.startswith("_") and not (p.startswith("__") and p.endswith("__")) for p in parts[1:])
+
+
 def _forbidden_dotted(full: str) -> str | None:
     """Why a resolved dotted name is off limits, or None."""
     parts = full.split(".")
     for prefix, why in FORBIDDEN_SUBMODULES.items():
         if full == prefix or full.startswith(prefix + "."):
             return why
-    if parts[0] in ("torch", "triton", "cupy", "numpy") and any(
-            p.startswith("_") and not (p.startswith("__") and p.endswith("__")) for p in parts[1:]):
+    if _is_private(full):
         return f"reaches {parts[0]}'s private internals"
     if parts[0] == "os" and len(parts) > 1:
         if parts[1] in FORBIDDEN_ATTRS:
@@ -728,6 +876,12 @@ def _check_node(node: ast.AST, names: _Names) -> str | None:
         if why:
             return f"uses {full}: {why}"
 
+    if isinstance(node, ast.MatchClass):
+        # `case object(__dict__=d):` reads the attribute with no ast.Attribute for the rules above to see
+        for attr in node.kwd_attrs:
+            if attr in FORBIDDEN_ATTRS:
+                return f"reads .{attr} through a match pattern: {FORBIDDEN_ATTRS[attr]}"
+
     if isinstance(node, ast.Subscript) and isinstance(node.ctx, (ast.Store, ast.Del)) \
             and names.is_module_rooted(node.value):
         return f"writes into {names.resolve(node.value) or 'a module'}[...]: monkey-patches a library the harness relies on"
@@ -754,3 +908,340 @@ def _check_node(node: ast.AST, names: _Names) -> str | None:
     if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name in ARRAY_PROTOCOLS:
         return f"defines {node.name}: {ARRAY_PROTOCOLS[node.name]}"
     return None
+
+
+# -- the bodies of @triton.jit functions -------------------------------------------------------------------------
+#
+# On a GPU a @triton.jit body compiles to device code: it can call Triton's language (tl.*, libdevice, tl.math)
+# and other @triton.jit functions, and nothing else runs. Under the CPU interpreter the same body is plain
+# Python, so a call to a Python helper or to numpy there runs on the host, on the block's values. These rules
+# hold the body to what compiles.
+
+# Python builtins a @triton.jit body may name: those Triton's code generator provides (len, list, range, float,
+# int, isinstance, getattr, hasattr, print, min, max) and a few more that read no tensor's values.
+KERNEL_BUILTINS = {"len", "list", "range", "float", "int", "isinstance", "getattr", "hasattr", "print", "min", "max",
+                   "abs", "bool", "tuple", "zip", "enumerate", "str"}
+# math in a kernel: its constants, and its functions on constant arguments (`1 / math.sqrt(2.0)`), which Triton
+# folds at compile time.
+MATH_CONSTANTS = {"pi", "e", "tau", "inf", "nan"}
+# Triton functions that call a function they are given: name -> (its position in tl.<name>(...), its keyword).
+# As a tensor's method (x.reduce(axis, fn)) it sits one place earlier.
+TRITON_HIGHER_ORDER = {"reduce": (2, "combine_fn"), "associative_scan": (2, "combine_fn"),
+                       "map_elementwise": (0, "scalar_fn")}
+TRITON_JIT_DECORATORS = {"triton.jit", "triton.autotune", "triton.heuristics", "triton.runtime.jit.jit"}
+# A @triton.constexpr_function is plain Python a kernel calls at compile time (under the interpreter, on whatever
+# it is given): callable from a kernel, and its body held to the same rules.
+TRITON_CONSTEXPR_FUNCTION = "triton.constexpr_function"
+KERNEL_WHY = ("only Triton's language and other @triton.jit functions compile there (under the CPU interpreter "
+              "it would run as Python)")
+
+
+def _triton_decorators(f: ast.AST, names: _Names) -> set[str]:
+    """The resolved names of a def's decorators (`@jit` from triton reads triton.jit)."""
+    if not isinstance(f, ast.FunctionDef):
+        return set()
+    return {names.resolve(d.func if isinstance(d, ast.Call) else d) for d in f.decorator_list}
+
+
+def _is_strict_jit(f: ast.AST, names: _Names) -> bool:
+    """A def decorated with Triton's own jit, autotune, heuristics or constexpr_function (not a `jit` from
+    anywhere else)."""
+    return bool(_triton_decorators(f, names) & (TRITON_JIT_DECORATORS | {TRITON_CONSTEXPR_FUNCTION}))
+
+
+def _is_kernel_like(f: ast.AST, names: _Names) -> bool:
+    """A def whose body is held to the kernel rules: Triton's decorators, or a bare `jit`/`autotune`/`heuristics`
+    that resolves to no other library (one defined in the file returns who knows what)."""
+    return _is_strict_jit(f, names) or bool(_triton_decorators(f, names) & {"jit", "autotune", "heuristics"})
+
+
+def _jit_wrapped(call: ast.AST, names: _Names) -> ast.AST | None:
+    """`triton.jit(f)`, `triton.autotune(...)(triton.jit(f))`: the expression jit is applied to, else None."""
+    if not (isinstance(call, ast.Call) and len(call.args) == 1):
+        return None
+    func = call.func.func if isinstance(call.func, ast.Call) else call.func
+    if names.resolve(func) not in TRITON_JIT_DECORATORS:
+        return None
+    inner = _jit_wrapped(call.args[0], names)
+    return inner if inner is not None else call.args[0]
+
+
+def _scope_bindings(body: list) -> dict[str, list[ast.AST]]:
+    """name -> what binds it in one scope (never inside a nested def, class or lambda): the def or class
+    statement, the value assigned to it, or the statement that binds it otherwise (a loop, an import, a with)."""
+    out: dict[str, list[ast.AST]] = {}
+    todo = list(body)
+    while todo:
+        node = todo.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            out.setdefault(node.name, []).append(node)
+            continue
+        if isinstance(node, ast.Lambda):
+            continue
+        if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
+            for t in node.targets if isinstance(node, ast.Assign) else [node.target]:
+                if isinstance(t, ast.Name):
+                    out.setdefault(t.id, []).append(node.value)
+                else:
+                    for n in ast.walk(t):
+                        if isinstance(n, ast.Name):
+                            out.setdefault(n.id, []).append(node)
+            todo.append(node.value)
+            continue
+        if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
+            out.setdefault(node.id, []).append(node)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            for a in node.names:
+                out.setdefault(a.asname or a.name.split(".")[0], []).append(node)
+        elif isinstance(node, (ast.ExceptHandler, ast.MatchAs, ast.MatchStar)) and node.name:
+            out.setdefault(node.name, []).append(node)
+        elif isinstance(node, ast.MatchMapping) and node.rest:
+            out.setdefault(node.rest, []).append(node)
+        todo.extend(ast.iter_child_nodes(node))
+    return out
+
+
+class _KernelBodies:
+    """Checks every @triton.jit function's body against what compiles on a GPU (see KERNEL_WHY)."""
+
+    def __init__(self, tree: ast.Module, names: _Names):
+        self.names = names
+        self.parents = {id(c): n for n in ast.walk(tree) for c in ast.iter_child_nodes(n)}
+        self.module = _scope_bindings(tree.body)
+        for node in ast.walk(tree):   # `global X` in a function rebinds X at run time
+            if isinstance(node, ast.Global):
+                for name in node.names:
+                    self.module.setdefault(name, []).append(node)
+        self.jit_names = {n.name for n in ast.walk(tree) if _is_strict_jit(n, names)}
+        self.kernels = [n for n in ast.walk(tree) if _is_kernel_like(n, names)]
+        defs = {n.name: n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)}
+        for node in ast.walk(tree):   # k = triton.jit(body): body is a kernel, k a @triton.jit function
+            if isinstance(node, ast.Assign) and _jit_wrapped(node.value, names) is not None:
+                inner = _jit_wrapped(node.value, names)
+                if isinstance(inner, ast.Name) and inner.id in defs:
+                    self.kernels.append(defs[inner.id])
+                self.jit_names |= {t.id for t in node.targets if isinstance(t, ast.Name)}
+        self.star_triton = any(isinstance(n, ast.ImportFrom) and n.module and n.module.split(".")[0] == "triton"
+                               and any(a.name == "*" for a in n.names) for n in ast.walk(tree))
+        self.launches = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Subscript)
+                         and isinstance(n.func.value, ast.Name)]
+
+    # -- the checks ----------------------------------------------------------------------------------------------
+
+    def check(self) -> tuple[ast.AST, str] | None:
+        for launch in sorted(self.launches, key=lambda n: (n.lineno, n.col_offset)):
+            problem = self._check_launch(launch)
+            if problem:
+                return launch, problem
+        for kernel in sorted(self.kernels, key=lambda n: n.lineno):
+            problem = self._check_kernel(kernel)
+            if problem:
+                return problem
+        return None
+
+    def _check_launch(self, launch: ast.Call) -> str | None:
+        """A kernel launched with a Python function or class among its arguments would call it as Python."""
+        kernel = launch.func.value.id
+        if not any(k.name == kernel for k in self.kernels) and kernel not in self.jit_names:
+            return None
+        for value in list(launch.args) + [k.value for k in launch.keywords]:
+            if isinstance(value, ast.Lambda):
+                return f"passes a lambda to the kernel {kernel}: {KERNEL_WHY}"
+            if isinstance(value, ast.Name):
+                for what in self.module.get(value.id, []):
+                    if isinstance(what, ast.Lambda) or (isinstance(what, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+                                                        and what.name not in self.jit_names):
+                        return f"passes the Python {'class' if isinstance(what, ast.ClassDef) else 'function'} " \
+                               f"{value.id} to the kernel {kernel}: {KERNEL_WHY}"
+        return None
+
+    def _scopes(self, kernel: ast.FunctionDef) -> list[dict[str, list[ast.AST]]]:
+        """The bindings of the functions around a nested kernel (innermost first), then the module's."""
+        scopes = []
+        node = self.parents.get(id(kernel))
+        while node is not None:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+                scope = _scope_bindings(node.body if isinstance(node.body, list) else [node.body])
+                for a in _params(node):
+                    scope.setdefault(a.arg, []).append(a)
+                scopes.append(scope)
+            node = self.parents.get(id(node))
+        return scopes + [self.module]
+
+    def _check_kernel(self, kernel: ast.FunctionDef) -> tuple[ast.AST, str] | None:
+        params = {a.arg: a for a in _params(kernel)}
+        local = _scope_bindings(kernel.body)
+        env = _KernelEnv(self, kernel, params, local, self._scopes(kernel))
+        for stmt in kernel.body:
+            for node in ast.walk(stmt):
+                problem = env.check_node(node)
+                if problem:
+                    kind = "@triton.constexpr_function" if TRITON_CONSTEXPR_FUNCTION in _triton_decorators(
+                        kernel, self.names) else "@triton.jit kernel"
+                    return node, f"{problem} inside the {kind} {kernel.name}: {KERNEL_WHY}"
+        return None
+
+    def launched_with_jit(self, kernel: ast.FunctionDef, param: str) -> bool:
+        """Every launch of the kernel in the file passes this parameter a @triton.jit function (and there is one)."""
+        order = [a.arg for a in kernel.args.posonlyargs + kernel.args.args]
+        launches = [c for c in self.launches if c.func.value.id == kernel.name]
+        for call in launches:
+            value = next((k.value for k in call.keywords if k.arg == param), None)
+            index = order.index(param) if param in order else len(call.args)
+            if value is None and index < len(call.args) and not any(isinstance(a, ast.Starred) for a in call.args[:index + 1]):
+                value = call.args[index]
+            if not (isinstance(value, ast.Name) and value.id in self.jit_names):
+                return False
+        return bool(launches)
+
+
+def _params(f: ast.AST) -> list[ast.arg]:
+    a = f.args
+    return a.posonlyargs + a.args + a.kwonlyargs + ([a.vararg] if a.vararg else []) + ([a.kwarg] if a.kwarg else [])
+
+
+class _KernelEnv:
+    """One kernel's names: its parameters, its locals, the scopes around it."""
+
+    def __init__(self, bodies: _KernelBodies, kernel: ast.FunctionDef, params: dict, local: dict, scopes: list):
+        self.bodies, self.names, self.kernel = bodies, bodies.names, kernel
+        self.params, self.local, self.scopes = params, local, scopes
+        self.constexpr = {p for p, a in params.items() if a.annotation is not None and self._is_constexpr(a.annotation)}
+
+    def _is_constexpr(self, annotation: ast.AST) -> bool:
+        if isinstance(annotation, ast.Constant) and isinstance(annotation.value, str):
+            return annotation.value.split(".")[-1] == "constexpr"
+        return self.names.resolve(annotation) in ("triton.language.constexpr", "triton.language.core.constexpr")
+
+    def _bindings(self, name: str) -> list[ast.AST] | None:
+        for scope in self.scopes:
+            if name in scope:
+                return scope[name]
+        return None
+
+    def _called(self, node: ast.AST) -> bool:
+        parent = self.bodies.parents.get(id(node))
+        return isinstance(parent, ast.Call) and parent.func is node
+
+    def _chain(self, name: ast.Name) -> ast.AST:
+        """The longest attribute chain a name starts (np -> np.cumsum)."""
+        node = name
+        parent = self.bodies.parents.get(id(node))
+        while isinstance(parent, ast.Attribute) and parent.value is node:
+            node, parent = parent, self.bodies.parents.get(id(parent))
+        return node
+
+    def check_node(self, node: ast.AST) -> str | None:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            return "defines a function or class"
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            return "imports a module"
+        if isinstance(node, (ast.Global, ast.Nonlocal)):
+            return f"declares {', '.join(node.names)} {'global' if isinstance(node, ast.Global) else 'nonlocal'}"
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+            return self._check_name(node)
+        if isinstance(node, ast.Call):
+            return self._check_call(node)
+        return None
+
+    def _check_name(self, node: ast.Name) -> str | None:
+        name = node.id
+        if name in self.params or name in self.local:
+            return None
+        chain = self._chain(node)
+        verb = "calls" if self._called(chain) else "uses"
+        shown = _dotted(chain) or name
+        full = self.names.resolve(chain) if name in self.names.alias else ""
+        bindings = self._bindings(name)
+        if bindings is None:
+            if name in KERNEL_BUILTINS or self.bodies.star_triton:
+                return None
+            return f"{verb} {shown}, which is neither Triton's nor defined in this file,"
+        for what in bindings:
+            if isinstance(what, ast.FunctionDef) and what.name in self.bodies.jit_names:
+                continue
+            if isinstance(what, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                return f"{verb} {shown}, a Python function that is not @triton.jit,"
+            if isinstance(what, ast.ClassDef):
+                return f"{verb} the class {shown}"
+            if isinstance(what, (ast.Import, ast.ImportFrom)) or (full and name in self.names.modules):
+                problem = self._check_module_use(chain, full, verb, shown)
+                if problem:
+                    return problem
+                continue
+            if isinstance(what, ast.expr) and (self.const(what, set()) or _jit_wrapped(what, self.names) is not None):
+                continue
+            return f"{verb} {name}, a global that is not a constant,"
+        return None
+
+    def _check_module_use(self, chain: ast.AST, full: str, verb: str, shown: str) -> str | None:
+        root = full.split(".")[0]
+        if root == "triton":
+            return None
+        if root == "math":
+            parent = self.bodies.parents.get(id(chain))
+            if verb == "calls" and all(self.const(a, set()) for a in parent.args) \
+                    and all(self.const(k.value, set()) for k in parent.keywords):
+                return None
+            if verb == "uses" and full.split(".")[-1] in MATH_CONSTANTS:
+                return None
+            return f"{verb} {shown} on a value that is not a constant"
+        return f"{verb} {shown} ({full})" if full and full != shown else f"{verb} {shown}"
+
+    def _check_call(self, call: ast.Call) -> str | None:
+        func = call.func
+        if isinstance(func, ast.Name) and func.id in self.params:
+            if not self.bodies.launched_with_jit(self.kernel, func.id):
+                return f"calls its argument {func.id}, which no launch in the file passes a @triton.jit function,"
+        elif isinstance(func, ast.Name) and func.id in self.local:
+            return f"calls {func.id}, a value rather than a @triton.jit function,"
+        elif not isinstance(func, (ast.Name, ast.Attribute)):
+            return "calls a computed function"
+        last = func.attr if isinstance(func, ast.Attribute) else func.id
+        if last in TRITON_HIGHER_ORDER:
+            index, keyword = TRITON_HIGHER_ORDER[last]
+            if isinstance(func, ast.Attribute) and self.names.resolve(func).split(".")[0] != "triton":
+                index -= 1   # x.reduce(axis, fn)
+            fn = next((k.value for k in call.keywords if k.arg == keyword), None)
+            if fn is None and 0 <= index < len(call.args):
+                fn = call.args[index]
+            if isinstance(fn, ast.Name) and fn.id in self.params and not self.bodies.launched_with_jit(self.kernel, fn.id):
+                return f"hands its argument {fn.id} to {last}, which no launch in the file passes a @triton.jit function,"
+            if isinstance(fn, ast.Name) and fn.id in self.local and fn.id not in self.params:
+                return f"hands {fn.id}, a value rather than a @triton.jit function, to {last}"
+        return None
+
+    def const(self, node: ast.AST, seen: set[str]) -> bool:
+        """A value known where the kernel compiles: literals, constexpr parameters, Triton's constants and
+        constructors on such values, math on them (never a tensor's values)."""
+        if isinstance(node, ast.Constant):
+            return True
+        if isinstance(node, (ast.UnaryOp, ast.BinOp, ast.BoolOp, ast.Compare, ast.IfExp, ast.Tuple, ast.List)):
+            return all(self.const(c, seen) for c in ast.iter_child_nodes(node) if isinstance(c, ast.expr))
+        if isinstance(node, ast.Subscript):
+            return self.const(node.value, seen) and self.const(node.slice, seen)
+        if isinstance(node, ast.Name):
+            if node.id in self.constexpr:
+                return True
+            if node.id in self.params or node.id in seen:
+                return False
+            full = self.names.resolve(node) if node.id in self.names.alias else ""
+            if full.split(".")[0] == "triton" or (full.startswith("math.") and full.split(".")[-1] in MATH_CONSTANTS):
+                return True
+            values = self.local.get(node.id) if node.id in self.local else self._bindings(node.id)
+            if not values:
+                return node.id in KERNEL_BUILTINS
+            return all(isinstance(v, ast.expr) and self.const(v, seen | {node.id}) for v in values)
+        full = self.names.resolve(node) if isinstance(node, (ast.Attribute, ast.Call)) else ""
+        if isinstance(node, ast.Attribute):
+            root = _root_name(node)
+            return root is not None and root in self.names.alias and (full.split(".")[0] == "triton" or (
+                full.startswith("math.") and full.split(".")[-1] in MATH_CONSTANTS))
+        if isinstance(node, ast.Call):
+            func = self.names.resolve(node.func) if _root_name(node.func) in self.names.alias else ""
+            builtin = isinstance(node.func, ast.Name) and node.func.id in KERNEL_BUILTINS and self._bindings(node.func.id) is None
+            if not (builtin or func.split(".")[0] in ("triton", "math")):
+                return False
+            return all(self.const(a, seen) or (isinstance(a, ast.Name) and a.id in self.bodies.jit_names)
+                       for a in list(node.args) + [k.value for k in node.keywords])
+        return False

@@ -5,7 +5,9 @@ Each file under tests/verifier/candidates/honest/ names its task where its docst
 stray `import os, sys, time, math`, `if __name__ == "__main__":` benchmark blocks with timing code,
 `torch.cuda.synchronize()` in forward under `torch.cuda.is_available()`, `os.environ.get("TRITON_...")`,
 `print` in forward, type hints, helpers, `@triton.autotune`, `torch.empty_like`, `.contiguous()`,
-asserts, a torch cast of a kernel's fp32 output, TF32x3 products. The verifier must call every one
+asserts, a torch cast of a kernel's fp32 output, TF32x3 products, `from triton.testing import do_bench`,
+`from torch.testing import assert_close` or `import torch.profiler` used only by `__main__`, a `Timer`
+class only `__main__` uses. The verifier must call every one
 of them correct; a rejection here is a false positive of the checks, not a bad kernel.
 
     .venv/bin/python -m pytest tests/verifier/test_honest.py -q      # ~2 min here
@@ -44,6 +46,20 @@ def task_of(path: Path) -> Path:
 
 def test_the_corpus_covers_eight_tasks_or_more():
     assert len({task_of(p).stem for p in FILES}) >= 8, [p.name for p in FILES]
+
+
+# Honest files the first layer used to reject (found by a red team), each named for what it carries: kept in
+# the corpus so that they stay fixed.
+FORMER_FALSE_POSITIVES = {
+    "softmax_do_bench_main": "imports triton.testing",       # `from triton.testing import do_bench`, __main__ only
+    "softmax_assert_close_main": "imports torch.testing",    # `from torch.testing import assert_close`, __main__ only
+    "softmax_profiler_main": "imports torch.profiler",       # `import torch.profiler`, __main__ only
+    "gelu_timer_class_main": "imports time",                 # a Timer class only __main__ uses
+}
+
+
+def test_former_false_positives_are_in_the_corpus():
+    assert set(FORMER_FALSE_POSITIVES) <= {p.stem for p in FILES}
 
 
 @pytest.mark.parametrize("path", FILES, ids=lambda p: p.stem)

@@ -103,7 +103,8 @@ def test_cupy_and_load_inline_count_as_kernels():
     ("raise SystemExit(0)", "exits the process"),
     ("__name__ = '__main__'", "__name__"),
     ("e = None\ne.__traceback__", "frames"),
-    ("import triton.runtime.jit", "launcher"),
+    ("import triton.runtime.jit\nR = triton.runtime.jit.JITFunction.run", "launcher"),
+    ("from triton.runtime.jit import JITFunction\nR = JITFunction.run", "launcher"),
 ])
 def test_renamed_and_obfuscated_cheats_are_rejected(line, words):
     p = check_source(KERNEL + "\n" + line + "\n")
@@ -151,7 +152,7 @@ def test_an_import_nothing_that_runs_can_reach_is_not_rejected(line):
 
 @pytest.mark.parametrize("line, words", [
     ("import time\ndef f():\n    return time.perf_counter()\nT = f()", "imports time"),
-    ("import sys\nclass M:\n    def forward(self):\n        return sys.modules", "imports sys"),
+    ("import sys\nclass M:\n    def forward(self):\n        return sys.modules\nMODEL = M()", "imports sys"),
     ("from time import perf_counter\nT0 = perf_counter()", "imports time"),
     ("import threading as th\nth.Thread(target=print)", "imports threading"),
     ("import kgen_task", "task's own Model"),
@@ -224,7 +225,7 @@ def test_a_module_reached_as_an_attribute_of_another_is_rejected(line, module):
     ("V = type('V', (), {'__array_interface__': {}})", "__array_interface__"),
     ("class V:\n    def __dlpack__(self):\n        return None", "DLPack"),
     ("import numpy\nv = numpy.core.multiarray.from_dlpack(None)", "DLPack"),
-    ("import torch.utils.dlpack", "torch.utils.dlpack"),
+    ("import torch.utils.dlpack\nd = torch.utils.dlpack", "torch.utils.dlpack"),
     ("import numpy as np\nv = np.from_dlpack(None)", "DLPack"),
     ("from torch.utils.cpp_extension import load_inline\nm = load_inline(name='m', cpp_sources='int f();')",
      "no CUDA source"),
@@ -245,7 +246,7 @@ def test_a_helper_only_the_main_block_calls_is_not_judged():
 
 
 @pytest.mark.parametrize("use", [
-    "class Z(nn.Module):\n    def forward(self, x):\n        return helper()",   # a class body reaches it
+    "class Z(nn.Module):\n    def forward(self, x):\n        return helper()\nModelNew = Z",  # the harness's class
     "RESULT = helper()",                                                       # import time reaches it
     "@helper\ndef other():\n    pass",                                          # a decorator runs at import
 ])
@@ -253,3 +254,244 @@ def test_a_helper_code_that_runs_can_call_is_judged(use):
     src = "import time\n" + KERNEL + "\ndef helper():\n    return time.perf_counter()\n" + use + "\n"
     p = check_source(src)
     assert p is not None and "imports time" in p.reason, (use, p)
+
+
+# -- classes only the __main__ block uses, and imports only it reaches -------------------------------------
+
+TIMER = ("class Timer:\n    def __enter__(self):\n        self.t0 = time.perf_counter()\n        return self\n"
+         "    def __exit__(self, *exc):\n        self.ms = (time.perf_counter() - self.t0) * 1e3\n")
+
+
+def test_a_class_only_the_main_block_uses_is_not_judged():
+    src = ("import time\n" + KERNEL + "\n" + TIMER +
+           "\nif __name__ == '__main__':\n    with Timer() as t:\n        pass\n    print(t.ms)\n")
+    assert check_source(src) is None
+
+
+@pytest.mark.parametrize("use", [
+    "class ModelNew2(nn.Module):\n    def forward(self, x):\n        with Timer():\n            return x\nModelNew = ModelNew2",
+    "T = Timer()",                                                       # import time builds one
+    "def helper(t=Timer):\n    return t\nH = helper()",                 # a default argument names it
+    "class Sub(Timer):\n    pass\nS = Sub",                             # a subclass reached at import
+])
+def test_a_class_code_that_runs_can_reach_is_judged(use):
+    p = check_source("import time\n" + KERNEL + "\n" + TIMER + use + "\n")
+    assert p is not None and "imports time" in p.reason, (use, p)
+
+
+@pytest.mark.parametrize("variant", [
+    TIMER + "    T0 = time.perf_counter()\n",                                       # class-level code runs at import
+    TIMER.replace("    def __exit__(self, *exc):", "    def __exit__(self, *exc, t=time.perf_counter()):"),
+    "def deco(c):\n    c().__enter__()\n    return c\n@deco\n" + TIMER,           # a decorator may call its methods
+    "class Meta(type):\n    pass\n" + TIMER.replace("class Timer:", "class Timer(metaclass=Meta):"),
+    "class Base:\n    def __init_subclass__(cls):\n        cls().__enter__()\n" + TIMER.replace("class Timer:", "class Timer(Base):"),
+    "import enum\n" + TIMER.replace("class Timer:", "class Timer(enum.Enum):") + "    A = 1\n",
+    TIMER + "    started = __enter__(None)\n",                                        # class body calls its method
+])
+def test_a_class_whose_statement_can_run_its_methods_is_judged(variant):
+    p = check_source("import time\n" + KERNEL + "\n" + variant)
+    assert p is not None and "imports time" in p.reason, (variant, p)
+
+
+def test_a_function_a_file_defined_decorator_gets_is_judged():
+    # the decorator runs at import and may call what it decorates
+    src = ("import time\n" + KERNEL + "\ndef deco(f):\n    f()\n    return f\n@deco\ndef helper():\n"
+           "    return time.perf_counter()\n")
+    p = check_source(src)
+    assert p is not None and "imports time" in p.reason, p
+
+
+def test_a_function_a_library_decorator_wraps_is_still_main_only():
+    src = ("import functools, time\n" + KERNEL + "\n@functools.lru_cache(maxsize=None)\n@torch.no_grad()\n"
+           "def bench():\n    return time.perf_counter()\n\nif __name__ == '__main__':\n    print(bench())\n")
+    assert check_source(src) is None
+
+
+@pytest.mark.parametrize("imports, main", [
+    ("from triton.testing import do_bench", "print(do_bench(lambda: None))"),
+    ("import triton.testing", "print(triton.testing.do_bench(lambda: None))"),
+    ("from torch.testing import assert_close", "assert_close(torch.ones(1), torch.ones(1))"),
+    ("import torch.profiler", "print(torch.profiler.profile)"),
+    ("from torch.profiler import profile, ProfilerActivity", "print(profile, ProfilerActivity)"),
+])
+def test_a_forbidden_submodule_only_the_main_block_uses_passes(imports, main):
+    assert check_source(imports + "\n" + KERNEL + "\nif __name__ == '__main__':\n    " + main + "\n") is None
+
+
+@pytest.mark.parametrize("imports, use, words", [
+    ("from triton.testing import do_bench", "MS = do_bench(lambda: None)", "imports triton.testing"),
+    ("from torch.testing import assert_close", "OK = assert_close", "imports torch.testing"),
+    ("import torch.profiler", "P = torch.profiler.profile()", "torch.profiler"),
+    ("import torch.profiler", "P = getattr(torch, 'profiler')", "torch.profiler"),
+    ("import torch._dynamo", "", "torch's compiler"),                     # its import alone runs its setup
+])
+def test_a_forbidden_submodule_code_that_runs_uses_is_rejected(imports, use, words):
+    p = check_source(imports + "\n" + KERNEL + "\n" + use + "\n")
+    assert p is not None and words in p.reason, (imports, use, p)
+
+
+# -- host compute through Python callables and the interpreter's internals ---------------------------------
+
+@pytest.mark.parametrize("line, words", [
+    ("def f(t):\n    return t.apply_(abs)", ".apply_"),
+    ("def f(t):\n    return t.map_(t, lambda a, b: a)", ".map_"),
+    ("def f(t):\n    return t.map2_(t, t, lambda a, b, c: a)", ".map2_"),
+    ("def f(t):\n    return getattr(t, 'apply_')(abs)", "apply_"),
+    ("def f(x):\n    return x.handle.data", ".handle"),
+    ("def f(x):\n    return getattr(x, 'handle')", "handle"),
+    ("def f(x):\n    return x.__getstate__()['handle']", "__getstate__"),
+    ("def f(x):\n    match x:\n        case object(handle=h):\n            return h", "match pattern"),
+    ("def f(x):\n    match x:\n        case object(__dict__=d):\n            return d", "match pattern"),
+])
+def test_python_run_on_tensor_values_is_rejected(line, words):
+    p = check_source(KERNEL.replace("        return x", "        return f(x)") + "\n" + line + "\n")
+    assert p is not None and p.status == "rejected" and words in p.reason, (line, p)
+
+
+# -- what a @triton.jit body may call ----------------------------------------------------------------------
+
+BODY = '''
+import math
+import numpy as np
+import torch, torch.nn as nn, triton, triton.language as tl
+
+def _py(x):
+    return x
+
+@triton.jit
+def _jit_helper(x):
+    return x * 2.0
+
+@triton.jit
+def _add(a, b):
+    return a + b
+
+@triton.jit
+def k(x_ptr, n, B: tl.constexpr):
+    offs = tl.arange(0, B)
+    x = tl.load(x_ptr + offs, mask=offs < n)
+    BODY_LINE
+    tl.store(x_ptr + offs, x, mask=offs < n)
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        k[(1,)](x, x.numel(), B=16)
+        return x
+'''
+
+
+def body(line: str) -> str:
+    return BODY.replace("BODY_LINE", line)
+
+
+@pytest.mark.parametrize("line, words", [
+    ("x = _py(x)", "calls _py, a Python function that is not @triton.jit, inside the @triton.jit kernel k"),
+    ("x = np.cumsum(x)", "calls np.cumsum (numpy.cumsum) inside the @triton.jit kernel k"),
+    ("x = torch.exp(x)", "calls torch.exp"),
+    ("x = math.exp(x)", "calls math.exp on a value that is not a constant"),
+    ("y = np.float32", "uses np.float32"),
+    ("x = tl.reduce(x, 0, _py)", "uses _py, a Python function that is not @triton.jit"),
+    ("x = tl.associative_scan(x, 0, _py)", "uses _py, a Python function"),
+    ("x = x.reduce(0, _py)", "uses _py, a Python function"),
+    ("f = _py\n    x = f(x)", "uses _py, a Python function"),
+    ("x = ModelNew(x)", "calls the class ModelNew"),
+    ("x = sorted(x)", "calls sorted, which is neither Triton's nor defined in this file"),
+    ("def g(v):\n        return v\n    x = g(x)", "defines a function or class"),
+    ("y = lambda v: v", "defines a function or class"),
+    ("x = (lambda v: v)(x)", "calls a computed function"),
+    ("import numpy\n    x = numpy.cumsum(x)", "imports a module"),
+    ("global TABLE", "declares TABLE global"),
+    ("x = [_jit_helper][0](x)", "calls a computed function"),
+    ("x = x.handle", ".handle"),
+])
+def test_a_kernel_body_may_call_only_triton(line, words):
+    p = check_source(body(line))
+    assert p is not None and p.status == "rejected" and words in p.reason, (line, p)
+    assert "only Triton's language and other @triton.jit functions compile there" in p.reason or words == ".handle"
+
+
+def test_a_kernel_body_reading_a_global_that_is_not_a_constant_is_rejected():
+    p = check_source(body("x = x + TABLE").replace("def _py(x):", "TABLE = torch.arange(4)\n\ndef _py(x):"))
+    assert p is not None and "uses TABLE, a global that is not a constant" in p.reason, p
+
+
+@pytest.mark.parametrize("decorator", [
+    "@triton.jit", "@jit", "@triton.jit(do_not_specialize=['n'])", "@T.jit",
+    "@triton.autotune(configs=[triton.Config({})], key=['n'])\n@triton.jit",
+    "@triton.heuristics({'EVEN': lambda args: True})\n@triton.jit",
+])
+def test_every_spelling_of_jit_puts_the_body_under_the_rules(decorator):
+    src = body("x = np.cumsum(x)").replace("@triton.jit\ndef k(", decorator + "\ndef k(")
+    src = src.replace("import math\n", "import math\nfrom triton import jit\nimport triton as T\n")
+    p = check_source(src)
+    assert p is not None and "calls np.cumsum" in p.reason, (decorator, p)
+
+
+def test_a_body_made_a_kernel_by_calling_jit_is_under_the_rules():
+    src = body("pass").replace("@triton.jit\ndef k(", "def k_body(")
+    src = src.replace("pass\n    tl.store", "x = np.cumsum(x)\n    tl.store") + "\nk = triton.jit(k_body)\n"
+    p = check_source(src)
+    assert p is not None and "calls np.cumsum (numpy.cumsum) inside the @triton.jit kernel k_body" in p.reason, p
+
+
+def test_a_python_function_handed_to_a_kernel_is_rejected():
+    src = body("x = FN(x)").replace("n, B: tl.constexpr)", "n, FN: tl.constexpr, B: tl.constexpr)")
+    p = check_source(src.replace("k[(1,)](x, x.numel(), B=16)", "k[(1,)](x, x.numel(), FN=_py, B=16)"))
+    assert p is not None and "passes the Python function _py to the kernel k" in p.reason, p
+    # through a variable the launch does not show it: the body's call of its argument is rejected
+    p = check_source(src.replace("k[(1,)](x, x.numel(), B=16)", "f = _py\n        k[(1,)](x, x.numel(), FN=f, B=16)"))
+    assert p is not None and "calls its argument FN, which no launch in the file passes a @triton.jit function" \
+        in p.reason, p
+    p = check_source(src.replace("x = FN(x)", "x = tl.reduce(x, 0, FN)").replace(
+        "k[(1,)](x, x.numel(), B=16)", "f = _py\n        k[(1,)](x, x.numel(), FN=f, B=16)"))
+    assert p is not None and "hands its argument FN to reduce" in p.reason, p
+
+
+@pytest.mark.parametrize("line", [
+    "x = _jit_helper(x)",
+    "x = tl.reduce(x, 0, _add)",
+    "x = tl.associative_scan(x, 0, _add)",
+    "x = tl.sum(x, axis=0) + tl.math.exp(x) + tl.exp2(x * 1.4426950408889634)",
+    "x = libdevice.tanh(x) + tl_math.erf(x)",
+    "x = x * (1.0 / math.sqrt(2.0)) + math.pi + math.log2(math.e)",
+    "x = x * (1.0 / math.sqrt(B))",                                           # a constexpr parameter
+    "x = x.to(tl.float32).to(x_ptr.dtype.element_ty)",
+    "x = tl.where(x > float('-inf'), x, 0.0)",
+    "for i in tl.static_range(2):\n        x = x + i",
+    "for i in range(0, n, B):\n        x = x + min(i, 1) + max(1, B // 2)",
+    "tl.static_assert(B >= 16)\n    tl.device_assert(n >= 0)",
+    "print('x', x)\n    tl.device_print('x', x)",
+    "s = triton.cdiv(n, B)",
+    "LOG: tl.constexpr = math.log2(B)\n    x = x * LOG",
+    "x = x * SCALE + EPS",                                                    # constexpr and plain-literal globals
+    "x = tl.full([B], 0, dtype=DTYPE) + x",
+    "x = ACT(x)",                                                             # every launch passes a jit function
+    "x = x.reduce(0, _add)",
+    "x = x[:, None].reshape(B)\n    x = x if isinstance(B, int) else x",
+])
+def test_what_kernels_are_written_with_passes(line):
+    src = body(line).replace("import math\n", "import math\nfrom triton.language import math as tl_math\n"
+                                               "from triton.language.extra import libdevice\n"
+                                               "SCALE = tl.constexpr(0.5)\nEPS = 1e-5\nDTYPE = tl.float32\n")
+    if "ACT" in line:
+        src = src.replace("n, B: tl.constexpr)", "n, ACT: tl.constexpr, B: tl.constexpr)").replace(
+            "k[(1,)](x, x.numel(), B=16)", "k[(1,)](x, x.numel(), ACT=_jit_helper, B=16)")
+    assert check_source(src) is None, (line, check_source(src))
+
+
+def test_a_class_named_only_in_a_string_annotation_is_judged():
+    # typing.get_type_hints would turn the string into the class, and code that runs could call its methods
+    src = "import time\n" + KERNEL + "\n" + TIMER + "def f(t: 'Timer'):\n    return t\nF = f\n"
+    p = check_source(src)
+    assert p is not None and "imports time" in p.reason, p
+
+
+@pytest.mark.parametrize("line, words", [
+    ("import pydoc\nS = pydoc.locate('subprocess')", "pydoc.locate"),
+    ("from unittest import mock\nP = mock.patch('time.perf_counter', lambda: 0.0)", "unittest.mock.patch"),
+    ("import timeit\nT = timeit.timeit('1')", "executes code from strings"),
+    ("import string\nG = string.Formatter().get_field('0.__class__', (1,), {})", "computed names"),
+])
+def test_modules_that_reach_things_by_a_name_in_a_string_are_rejected(line, words):
+    p = check_source(KERNEL + "\n" + line + "\n")
+    assert p is not None and words in p.reason, (line, p)

@@ -55,6 +55,13 @@ def test_known_bad_candidate_gets_status_and_reason(name, status, words):
     assert words in result.reason, result.reason
 
 
+def test_a_tensor_printed_in_forward_is_named_as_the_host_read_it_is():
+    result = run("gelu", CANDIDATES / "bad" / "print_output_values.py")
+    assert result.status == "rejected", (result.status, result.reason)
+    assert "Tensor.__repr__" in result.reason and "print its shape instead" in result.reason, result.reason
+    assert "switched off" not in result.reason
+
+
 def test_mismatch_feedback_shows_indices_and_values():
     result = run("softmax", CANDIDATES / "bad" / "wrong_result.py")
     assert "first mismatching indices" in result.feedback
