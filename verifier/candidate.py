@@ -189,7 +189,7 @@ def _serve(job: dict, wire) -> None:
         os.environ["TRITON_INTERPRET"] = "1"
     import torch  # noqa: F401
 
-    if job["device"] == "cpu" and job.get("backend", "triton") == "triton":
+    if job["device"] == "cpu" and job.get("backend", "triton") not in ("cupy", "load_inline"):   # a Triton run
         from verifier import interpreter_fixes
 
         interpreter_fixes.apply()
@@ -400,7 +400,9 @@ class _State:
         alias = aliases(outs, xs)
         if alias:
             raise Verdict("rejected", f"returned {alias} (or a view of it) as its output instead of computing one")
-        problem = audit.provenance(outs) if self.job["backend"] == "triton" else None
+        # NOTE: by what launched, not by the file's label (a Triton file can read as another backend's): provenance
+        # needs every launch's tensor arguments, which Triton's launcher gives and a CUDA extension's call does not
+        problem = audit.provenance(outs) if launches.triton_launches >= launches.count else None
         if problem:   # provenance by bytes: every element of every output a kernel's store (verifier.audit)
             raise Verdict("rejected", problem)
         return out, launches.count, audit.distinct_ops[:50]
@@ -567,17 +569,21 @@ def _write_outputs(out, prefix: str) -> dict:
     from verifier import tensorfile
     from verifier.correctness import _is_sequence, flatten_outputs
 
-    items = []
+    from verifier.correctness import memory_order
+
+    items, layouts = [], []
     for j, o in enumerate(flatten_outputs(out)[:64]):
         if type(o) is torch.Tensor:
+            layouts.append(memory_order(o))   # before the file, which is written in the shape's order
             try:
                 tensorfile.write(f"{prefix}-{j}.t", o, _STAGING)
             except tensorfile.TensorFileError as exc:
                 raise Verdict("rejected", f"output {j}: {exc}") from None
             items.append("tensor")
         else:
+            layouts.append(None)
             items.append({"value": o})
-    return {"outputs": items, "sequence": _is_sequence(out)}
+    return {"outputs": items, "sequence": _is_sequence(out), "layouts": layouts}
 
 
 # ----------------------------------------------------------------------------------------------

@@ -85,6 +85,35 @@ def flatten_outputs(out) -> list:
     return [out]
 
 
+def memory_order(t: torch.Tensor) -> list[int]:
+    """The dimensions of size > 1 from the outermost in memory to the innermost (ties by position): [0, 1, 2]
+    for a row-major tensor, however padded; a permuted view lists them permuted, an expanded one puts its
+    stride-0 dimensions last."""
+    dims = [d for d in range(t.dim()) if t.shape[d] > 1]
+    return sorted(dims, key=lambda d: (-t.stride(d), d))
+
+
+def layout_problem(cand: list, ref: list, layouts: list | None) -> str | None:
+    """Why an output's layout is not the reference's, from the candidate process's account of its outputs'
+    memory orders (`layouts`, one per flattened output, None for a value), or None.
+
+    Values alone cannot tell a transpose from a copy returned as a permuted view: the view's reader (kgen's own
+    tensor file, a user's next op) does the reordering, and the copy's time is what was measured. So each output
+    must lie in memory as the reference's does (padding aside), or in its shape's own order: a row-major output
+    is never refused, whatever view the reference returns."""
+    if layouts is None:
+        return None
+    for j, (r, order) in enumerate(zip(ref, layouts)):
+        if type(r) is not torch.Tensor or order is None:
+            continue
+        want = memory_order(r)
+        if list(order) != want and list(order) != sorted(order):
+            return (f"output {j} lies in memory with its dimensions in the order {list(order)} (outermost first), "
+                    f"the reference's in {want}: a view that reorders (or expands) dimensions leaves that work to "
+                    f"whoever reads it; write the output in the reference's layout")
+    return None
+
+
 def not_plain(outputs: list) -> str | None:
     """The type of the first output that is not a plain tensor or Python value, if any.
 

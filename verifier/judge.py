@@ -351,6 +351,7 @@ class _Session:
         self.budget = None          # verifier.memory_plan.Budget, measured once the candidate's ModelNew was built
         self.outside0: int | None = None   # what was held outside the judge then (bytes): the candidate's baseline
         self.said_allocator_bytes: int | None = None   # the candidate process's own account after its last call
+        self.said_layouts: list | None = None   # its account of its last call's outputs' memory orders
         self.others = ""            # the other processes on the GPU as the timing started (note_others_on_gpu)
         self.ref_peak: int | None = None   # the reference's first call: what the allocator's peak rose by (GPU)
         self._thread: threading.Thread | None = None
@@ -740,6 +741,7 @@ class _Session:
         self.ran = True
         self.aten_ops = [cap(op, 100) for op in reply["aten_ops"][:50]]
         self.said_allocator_bytes = reply.get("allocator_bytes")
+        self.said_layouts = reply.get("layouts")
         if seeded and not self.same_inputs(xs, seed, reply["input_checksums"]):
             self.seeded_inputs = False
             self.flags.append("inputs sent as files: the candidate process's own making of them from a seed "
@@ -769,11 +771,15 @@ class _Session:
         return True
 
     def check(self, xs, during: str, what: str, into: str = "fresh", seed: int | None = None) -> None:
-        from verifier.correctness import compare_outputs
+        from verifier.correctness import compare_outputs, flatten_outputs, layout_problem
 
         cand, ref = self.forward(xs, during, into, seed)
         problem = compare_outputs(cand, ref, self.task.atol, self.task.rtol)
+        laid_out = layout_problem(cand, flatten_outputs(ref), self.said_layouts) if not problem else None
         del cand, ref
+        if laid_out:
+            self.release()
+            raise _Decided("rejected", f"{what}: {laid_out}")
         self.release()
         if problem:
             raise _Decided("mismatch", f"{what}: {problem.reason}", problem.feedback)

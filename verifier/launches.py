@@ -46,6 +46,7 @@ class LaunchCounter:
     def __init__(self, device: str, on_launch=None, inputs=()):
         self.device = device
         self.count = 0
+        self.triton_launches = 0   # of them, through Triton's launcher (whose tensor arguments are known)
         self.names: list[str] = []
         self.aten_ops: list[str] = []
         self._on_launch = on_launch        # called with (written tensors, {}) after each launch
@@ -106,6 +107,7 @@ class LaunchCounter:
             counter._store_addrs = []
             out = run(fn_self, *args, **kwargs)
             counter.count += 1
+            counter.triton_launches += 1
             counter.names.append(getattr(fn_self.fn, "__name__", "kernel"))
             if counter._on_launch:
                 written = [t for t in _tensor_args(args, kwargs) if counter._stored_to(t)]
@@ -156,6 +158,8 @@ class LaunchCounter:
 
         def noted_run(fn_self, *args, **kwargs):
             out = run(fn_self, *args, **kwargs)
+            if not kwargs.get("warmup"):
+                counter.triton_launches += 1
             if counter._on_launch and not kwargs.get("warmup"):
                 written = [t for t in _tensor_args(args, kwargs) if _storage_key(t) not in counter._input_keys]
                 counter._on_launch(written, {})

@@ -72,24 +72,34 @@ def resolve_device(requested: str) -> str:
 
 
 def detect_backend(source: str) -> str:
-    """'triton', 'cupy' or 'load_inline', from what the source builds its kernels with."""
+    """'triton', 'cupy' or 'load_inline', from what the source builds its kernels with.
+
+    NOTE: a label for the verdict and for the CPU's compile-only path, never a switch for a check: what the
+    candidate process checks of a forward follows from what it launched (verifier.candidate)."""
     try:
         tree = ast.parse(source)
     except SyntaxError:
         return ""
-    names = set()
+    names, modules = set(), set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Attribute):
             names.add(node.attr)
         elif isinstance(node, ast.Name):
             names.add(node.id)
-        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
-            names.add(node.value)   # getattr(cpp_extension, "load_inline") builds the same extension
+        elif isinstance(node, ast.Import):
+            modules |= {a.name.split(".")[0] for a in node.names} | {a.name.rsplit(".", 1)[-1] for a in node.names}
+            names |= {a.name.rsplit(".", 1)[-1] for a in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            modules.add((node.module or "").split(".")[0])
+            names |= {a.name for a in node.names}   # `from torch.utils.cpp_extension import load_inline as L`
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "getattr" \
+                and len(node.args) >= 2 and isinstance(node.args[1], ast.Constant):
+            names.add(node.args[1].value)   # getattr(cpp_extension, "load_inline") builds the same extension
     if "load_inline" in names:
         return "load_inline"
     if {"RawModule", "RawKernel", "ElementwiseKernel", "ReductionKernel"} & names:
         return "cupy"
-    return "triton" if "triton" in names or "jit" in names else ""
+    return "triton" if "triton" in modules or "triton" in names or "jit" in names else ""
 
 
 def prestart_worker(output_cap_bytes: int = VerifyConfig.output_cap_bytes) -> CandidateProcess:
@@ -233,8 +243,9 @@ def _verify(task: Task, source: str, config: VerifyConfig, worker: CandidateProc
     if built is not None and built.note:
         result.flags.append(built.note)
     if device == "cpu":
-        result.device = "cpu (Triton interpreter)" if backend == "triton" else "none (nvcc only)"
-        if backend == "triton" and result.ran:
+        interpreted = backend not in ("cupy", "load_inline")   # what ran on this CPU ran under Triton's interpreter
+        result.device = "cpu (Triton interpreter)" if interpreted else "none (nvcc only)"
+        if interpreted and result.ran:
             result.flags.append(task.derived_note or (SMALL_SHAPES_FLAG if task.has_small_inputs else
                                 "task has no get_small_inputs(): checked on get_inputs() under the interpreter, "
                                 "and nothing was timed"))

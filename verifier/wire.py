@@ -164,6 +164,11 @@ def _floats(v) -> bool:
     return type(v) is list and len(v) <= 64 and all(_number(x) for x in v)
 
 
+def _layouts(v) -> bool:
+    return type(v) is list and len(v) <= 64 and all(
+        o is None or type(o) is list and len(o) <= 64 and all(type(d) is int and 0 <= d < 64 for d in o) for o in v)
+
+
 def _strings(v) -> bool:
     return type(v) is list and len(v) <= 200 and all(type(s) is str and len(s) <= 200 for s in v)
 
@@ -179,7 +184,7 @@ REPLY_FIELDS = {
 }
 # Fields a reply may leave out (each still checked when it comes).
 OPTIONAL_FIELDS = {
-    "forward": {"allocator_bytes": lambda v: _is_int(v) and v >= 0},
+    "forward": {"allocator_bytes": lambda v: _is_int(v) and v >= 0, "layouts": lambda v: _layouts(v)},
 }
 
 

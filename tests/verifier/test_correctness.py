@@ -202,3 +202,18 @@ def test_small_rows_beside_large_ones_keep_their_own_atol():
     honest = ref.clone()
     honest[:8] += 0.5   # rounding of the large rows' size, past an unscaled atol
     assert compare_outputs(honest, ref) is None
+
+
+def test_a_permuted_or_expanded_output_is_not_the_row_major_references_layout():
+    from verifier.correctness import layout_problem, memory_order
+
+    x = torch.randn(4, 5, 6)
+    assert memory_order(x) == [0, 1, 2] and memory_order(torch.randn(4, 8)[:, :5]) == [0, 1]   # padding is no order
+    assert memory_order(x.permute(0, 2, 1)) == [0, 2, 1] and memory_order(torch.randn(5).expand(4, 5)) == [1, 0]
+    problem = layout_problem([x], [x], [memory_order(x.permute(0, 2, 1))])
+    assert problem and "order [0, 2, 1]" in problem and "the reference's in [0, 1, 2]" in problem
+    assert layout_problem([x], [x], [[1, 0]]) is not None
+    # a row-major output is never refused, and one laid out as the reference's own view is the reference's
+    assert layout_problem([x], [x.permute(0, 2, 1)], [[0, 1, 2]]) is None
+    assert layout_problem([x], [torch.randn(4, 6, 5).permute(0, 2, 1)], [[0, 2, 1]]) is None
+    assert layout_problem([x, 3], [x, 3], [[0, 1, 2], None]) is None and layout_problem([x], [x], None) is None

@@ -356,3 +356,19 @@ def test_kernelbench_cuda_example_compiles_with_nvcc_and_is_not_run_here():
     result = verify(task, source, VerifyConfig(device="cpu", timeout_s=400))
     assert result.status == "not_run", (result.status, result.reason, result.feedback[-600:])
     assert "compiled with nvcc" in result.reason and not result.checked_here
+
+
+@pytest.mark.parametrize("source, backend", [
+    ("import triton\n", "triton"),
+    ("from triton import jit as J\n", "triton"),                      # no name spells triton or jit
+    ("import triton.language as tl\n", "triton"),
+    ("from torch.utils.cpp_extension import load_inline as L\n", "load_inline"),
+    ("import cupy\nk = cupy.RawKernel('', 'k')\n", "cupy"),
+    ("import triton\nNOTE = 'load_inline'\n", "triton"),              # a string is no build
+    ("import triton\nf = getattr(cpp_extension, 'load_inline')\n", "load_inline"),
+    ("import torch\n", ""),
+])
+def test_the_backend_label_reads_imports_and_calls_not_stray_strings(source, backend):
+    from verifier.verify import detect_backend
+
+    assert detect_backend(source) == backend

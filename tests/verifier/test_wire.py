@@ -89,6 +89,13 @@ def test_a_nan_or_infinite_input_checksum_parses():   # a wrong output's may be:
     assert parse_reply(_forward_reply(input_checksums=[float("nan"), float("inf"), 3, 1.5]), "forward")
 
 
+def test_the_outputs_layouts_are_optional_and_checked_when_they_come():
+    assert parse_reply(_forward_reply(layouts=[[0, 2, 1], None]), "forward")["layouts"] == [[0, 2, 1], None]
+    for bad in ([[-1]], [[64]], [["0"]], [[0.5]], "0,1", [[0]] * 65):
+        with pytest.raises(ProtocolError, match="layouts"):
+            parse_reply(_forward_reply(layouts=bad), "forward")
+
+
 def test_the_allocators_account_is_optional_and_checked_when_it_comes():
     assert "allocator_bytes" not in parse_reply(_forward_reply(), "forward")
     assert parse_reply(_forward_reply(allocator_bytes=6 << 30), "forward")["allocator_bytes"] == 6 << 30
