@@ -482,6 +482,13 @@ def _setter_owners(c: ast.ClassDef) -> set[int]:
             if isinstance(d, ast.Attribute) and d.attr in ("setter", "getter", "deleter") and isinstance(d.value, ast.Name)}
 
 
+def _is_all_list(node: ast.AST) -> bool:
+    return isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)) and all(
+        isinstance(t, ast.Name) and t.id == "__all__"
+        for t in (node.targets if isinstance(node, ast.Assign) else [node.target])) and isinstance(
+        node.value, (ast.List, ast.Tuple)) and all(isinstance(e, ast.Constant) for e in node.value.elts)
+
+
 def _unreachable_bodies(tree: ast.Module, names: "_Names") -> set[int]:
     """id()s of the functions (top-level ones, and methods of top-level classes) whose bodies nothing that runs
     in the verifier can call.
@@ -498,7 +505,8 @@ def _unreachable_bodies(tree: ast.Module, names: "_Names") -> set[int]:
     is one that never calls it. Flow-insensitive: a name mentioned anywhere reachable counts, which can only
     keep more code under the checks."""
     defs = [n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]
-    outside = [n for n in tree.body if n not in defs and not _is_main_guard(n)]
+    # NOTE: `__all__ = ["ModelNew", "benchmark"]` names what `import *` takes, and nothing imports the candidate so
+    outside = [n for n in tree.body if n not in defs and not _is_main_guard(n) and not _is_all_list(n)]
     outside += [x for n in tree.body if _is_main_guard(n) for x in n.orelse]
     seen = _names_in(outside)
     on_use: dict[int, list[ast.AST]] = {}
@@ -712,11 +720,17 @@ def check_source(source: str) -> StaticProblem | None:
             return StaticProblem("rejected", f"line {call.lineno}: builds a C++ extension with no CUDA source "
                                              f"(load_inline without cuda_sources): host code is not a kernel")
     if triton_kernels and not cuda_builders:
+        # NOTE: a kernel picked first and launched through a variable, a dict or an attribute
+        # (`kernel = a if wide else b; kernel[grid](...)`, `self._kernel[grid](...)`) is launched all the same:
+        # only a file whose code never names a kernel outside its definition is refused here (the run decides
+        # the rest: "launched no kernel of its own")
+        named = {n.id for n in walked if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)} | \
+                {n.attr for n in walked if isinstance(n, ast.Attribute)}
         launched = {
             _root_name(n.func.value) for n in ast.walk(tree)
             if isinstance(n, ast.Call) and isinstance(n.func, ast.Subscript)
         }
-        if not launched & triton_kernels:
+        if not (launched | named) & triton_kernels:
             names_ = ", ".join(sorted(triton_kernels))
             return StaticProblem("rejected", f"Triton kernel(s) {names_} defined but never launched "
                                              f"(no kernel[grid](...) call)")
@@ -1025,6 +1039,14 @@ class _KernelBodies:
                                and any(a.name == "*" for a in n.names) for n in ast.walk(tree))
         self.launches = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Subscript)
                          and isinstance(n.func.value, ast.Name)]
+        # what every name and attribute is assigned anywhere in the file (`fn = a if c else b`, `self.fn = a`)
+        self.assigned: dict[str, list[ast.AST]] = {}
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
+                for t in node.targets if isinstance(node, ast.Assign) else [node.target]:
+                    key = t.id if isinstance(t, ast.Name) else f".{t.attr}" if isinstance(t, ast.Attribute) else None
+                    if key:
+                        self.assigned.setdefault(key, []).append(node.value)
 
     # -- the checks ----------------------------------------------------------------------------------------------
 
@@ -1090,9 +1112,22 @@ class _KernelBodies:
             index = order.index(param) if param in order else len(call.args)
             if value is None and index < len(call.args) and not any(isinstance(a, ast.Starred) for a in call.args[:index + 1]):
                 value = call.args[index]
-            if not (isinstance(value, ast.Name) and value.id in self.jit_names):
+            if not self.jit_valued(value):
                 return False
         return bool(launches)
+
+    def jit_valued(self, value: ast.AST | None, depth: int = 0) -> bool:
+        """Whether value can only be a @triton.jit function of this file: its name, a conditional between such,
+        or a name or attribute every assignment in the file gives one (followed a few steps)."""
+        if value is None or depth > 4:
+            return False
+        if isinstance(value, ast.IfExp):
+            return self.jit_valued(value.body, depth + 1) and self.jit_valued(value.orelse, depth + 1)
+        if isinstance(value, ast.Name) and value.id in self.jit_names:
+            return True
+        key = value.id if isinstance(value, ast.Name) else f".{value.attr}" if isinstance(value, ast.Attribute) else None
+        values = self.assigned.get(key, []) if key else []
+        return bool(values) and all(self.jit_valued(v, depth + 1) for v in values)
 
 
 def _params(f: ast.AST) -> list[ast.arg]:
@@ -1171,6 +1206,9 @@ class _KernelEnv:
                 continue
             if isinstance(what, ast.expr) and (self.const(what, set()) or _jit_wrapped(what, self.names) is not None):
                 continue
+            if isinstance(what, (ast.Assign, ast.AnnAssign)) and what.value is not None \
+                    and isinstance(what.value, (ast.Tuple, ast.List)) and self.const(what.value, set()):
+                continue   # `HALF, SQRT1_2 = tl.constexpr(0.5), tl.constexpr(0.7071)`: unpacked constants
             return f"{verb} {name}, a global that is not a constant,"
         return None
 
@@ -1239,6 +1277,8 @@ class _KernelEnv:
                 full.startswith("math.") and full.split(".")[-1] in MATH_CONSTANTS))
         if isinstance(node, ast.Call):
             func = self.names.resolve(node.func) if _root_name(node.func) in self.names.alias else ""
+            if func.split(".")[0] == "triton" and func.split(".")[-1] == "constexpr":
+                return True   # tl.constexpr(...): Triton takes the global as a constant whatever computed it on the host
             builtin = isinstance(node.func, ast.Name) and node.func.id in KERNEL_BUILTINS and self._bindings(node.func.id) is None
             if not (builtin or func.split(".")[0] in ("triton", "math")):
                 return False

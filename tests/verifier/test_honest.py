@@ -55,6 +55,14 @@ FORMER_FALSE_POSITIVES = {
     "softmax_assert_close_main": "imports torch.testing",    # `from torch.testing import assert_close`, __main__ only
     "softmax_profiler_main": "imports torch.profiler",       # `import torch.profiler`, __main__ only
     "gelu_timer_class_main": "imports time",                 # a Timer class only __main__ uses
+    "softmax_staticmethod": "never launched",                # self._kernel[grid](...)
+    "softmax_kernel_select": "never launched",               # kernel = a if wide else b; kernel[grid](...)
+    "softmax_dtype_dispatch": "never launched",              # _KERNELS[x.dtype][grid](...)
+    "gelu_tuple_consts": "a global that is not a constant",  # HALF, C = tl.constexpr(0.5), tl.constexpr(...)
+    "max_dim_finfo": "a global that is not a constant",      # tl.constexpr(torch.finfo(...).min)
+    "gelu_cap_constexpr": "a global that is not a constant", # tl.constexpr(8 if cap >= 9 else 4)
+    "softmax_act_fn_param": "calls its argument",            # a jit function handed in through a variable
+    "softmax_all_benchmark": "imports time",                 # __all__ names a __main__-only benchmark()
 }
 
 
