@@ -711,6 +711,18 @@ def _apply_build_env(env: dict) -> None:
 # classifying the candidate's exceptions
 
 
+def _missing_header(exc: BaseException) -> str:
+    """The torch or CUDA header whose absence stopped nvcc on the compile-only path, or ""."""
+    from verifier import cuda_offline
+
+    seen = 0
+    while exc is not None and seen < 8:
+        if type(exc) is cuda_offline.MissingHeader:
+            return exc.header if type(exc.header) is str else ""
+        exc, seen = exc.__cause__ or exc.__context__, seen + 1
+    return ""
+
+
 def _classify(exc: BaseException, during: str) -> Verdict:
     name = _name(exc)
     module = type(exc).__module__ if type(type(exc).__module__) is str else ""
@@ -721,6 +733,10 @@ def _classify(exc: BaseException, during: str) -> Verdict:
         tb = ""
     if isinstance(exc, SystemExit):
         return Verdict("rejected", f"called sys.exit() {during}: exiting cannot skip the verdict", tb)
+    missing = _missing_header(exc)
+    if missing:   # only on the CPU's compile-only path (verifier.cuda_offline): no verdict on the source here
+        return Verdict("not_run", f"CUDA source needs {missing[:100]}, which this machine's torch or CUDA toolkit "
+                                  f"does not have: nvcc could not finish and nothing was run (no GPU here)", tb)
     cause = exc.__cause__ or exc.__context__
     compile_like = (
         _interpreter_compile_error(exc, cause)

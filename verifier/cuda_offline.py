@@ -22,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -35,6 +36,21 @@ _hits: list[str] = []     # of those, found compiled in the cache
 
 class CompileException(Exception):
     """nvcc rejected the CUDA source; the message is nvcc's."""
+
+
+class MissingHeader(CompileException):
+    """nvcc stopped at a header of torch's or the CUDA toolkit's that this machine does not have (a torch built
+    without CUDA has no c10/cuda; a partial toolkit no cusparse.h): the machine's limit, not the source's fault."""
+
+    def __init__(self, header: str, message: str):
+        super().__init__(message)
+        self.header = header
+
+
+# Where the headers of torch's CUDA build and of the CUDA toolkit live: one of these missing is this machine's lack
+ENVIRONMENT_HEADERS = re.compile(r"^(c10/|ATen/|torch/|caffe2/|thrust/|cub/|cuda|cublas|cusparse|cufft|curand|"
+                                 r"cusolver|cudnn|nvrtc|nvToolsExt|nvtx|nccl|cooperative_groups|mma\.h|sm_\d+_)")
+_FATAL_MISSING = re.compile(r"fatal error: ([\w./+-]+): No such file or directory")
 
 
 def _cached_object(nvcc: str, code: str, extra: list[str]) -> str | None:
@@ -73,6 +89,9 @@ def _nvcc(code: str, label: str, extra: list[str]) -> None:
                 pass   # a cache that cannot be written costs the next compile, nothing else
     if done.returncode != 0:
         msg = (done.stderr or done.stdout).replace(src, f"{label}.cu")
+        missing = _FATAL_MISSING.search(msg)
+        if missing and ENVIRONMENT_HEADERS.match(missing.group(1)):
+            raise MissingHeader(missing.group(1), f"nvcc failed for {label}: this machine has no {missing.group(1)}")
         raise CompileException(f"nvcc failed for {label}:\n{msg.strip()[:3000]}")
     _built.append(label)
 
