@@ -185,8 +185,8 @@ def stand_in_ncu(tmp_path: Path, monkeypatch, text: str, stdout: str = "") -> st
     import contextlib
     import tempfile
 
-    monkeypatch.setattr(crosscheck.tempfile, "TemporaryDirectory",
-                        lambda prefix: contextlib.nullcontext(tempfile.mkdtemp(prefix=prefix, dir=tmp_path)))
+    monkeypatch.setattr(crosscheck.cleanup, "scratch_dir",
+                        lambda prefix: contextlib.nullcontext(tempfile.mkdtemp(prefix=prefix + "-", dir=tmp_path)))
     script = tmp_path / "ncu"
     script.write_text(STAND_IN.format(python=sys.executable, page=text, stdout=stdout))
     script.chmod(0o755)

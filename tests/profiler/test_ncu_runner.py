@@ -52,8 +52,8 @@ else:
 
 def fake_ncu(tmp_path: Path, monkeypatch, *, export_works: bool = True, import_works: bool = True) -> str:
     # the profile's working folder stays under tmp_path, so the calls logged there can be read afterwards
-    monkeypatch.setattr(profile_mod.tempfile, "TemporaryDirectory",
-                        lambda prefix: contextlib.nullcontext(tempfile.mkdtemp(prefix=prefix, dir=tmp_path)))
+    monkeypatch.setattr(profile_mod.cleanup, "scratch_dir",
+                        lambda prefix: contextlib.nullcontext(tempfile.mkdtemp(prefix=prefix + "-", dir=tmp_path)))
     script = tmp_path / "ncu"
     script.write_text(FAKE.format(python=sys.executable, raw=str(FIXTURES / "softmax_raw.csv"),
                                   details=str(FIXTURES / "softmax_details.csv"), export_works=export_works,
