@@ -62,6 +62,7 @@ from agent.store import utc_now
 
 LOOPS_PER_GPU = 2           # task loops in flight per GPU actor: one verifies while the other proposes
 ACTOR_START_S = 180.0       # how long a new actor may take to be placed and to start
+ACTOR_CLOSE_S = 10.0        # how long an actor's close() may take before it is killed all the same
 ANALYSIS_TRIES = 3          # an analysis whose actor is lost is tried again on another; it is not an attempt
 INSTALL = "pip install 'kgen[ray]'"
 INSPECT = "inspect"         # GpuActor's concurrency group for describe(): it answers while a GPU call runs
@@ -220,6 +221,14 @@ class GpuActor:
         if self._pool is not None:
             self._pool.close()
             self._pool = None
+
+    def close(self, timeout_s: float) -> bool:
+        """Before the actor is killed (ray.kill is a SIGKILL: no finalizer runs): its warm candidate process
+        stopped and the directories it leaves removed; whether the removal finished within timeout_s."""
+        from verifier import cleanup
+
+        self._drop_warm_worker()
+        return cleanup.wait_for_cleaner(timeout_s)
 
     def analyze(self, task: dict[str, str], device: str, gpu: str, config, backend: str):
         """analyze_task's Analysis, computed on this actor's GPU."""
@@ -408,6 +417,13 @@ class ActorPool:
     def close(self) -> None:
         with self._lock:
             slots, self.slots = list(self.slots), []
+        # each actor first stops its warm candidate process and removes what it leaves (beside a GPU call still
+        # running, which the kill then ends): a SIGKILL alone left every actor's exchange directory behind
+        closing = [s.actor.close.options(concurrency_group=INSPECT).remote(ACTOR_CLOSE_S) for s in slots]
+        try:
+            self.ray.get(closing, timeout=ACTOR_CLOSE_S + 5.0)
+        except Exception:   # noqa: BLE001 - an actor lost or busy past the wait: the kill below ends it anyway
+            pass
         for s in slots:
             try:
                 self.ray.kill(s.actor)

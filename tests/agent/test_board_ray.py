@@ -168,6 +168,19 @@ def test_two_loops_per_gpu_run_four_tasks_at_once_on_two_gpus(ray_board):
 
 
 @pytest.mark.slow
+def test_the_actors_leave_no_exchange_directory_behind(ray_board):
+    # ray.kill is a SIGKILL: the pool first has each actor stop its warm candidate process and remove its files
+    from verifier.judge import exchange_root
+
+    _, code, err, seen = ray_board
+    assert code == 0, err
+    pids = {info["pid"] for info in seen.values()}
+    assert pids
+    left = [p.name for p in Path(exchange_root()).glob("kgen-exchange-*")
+            if any(f".{pid}-" in p.name for pid in pids)]
+    assert left == []
+
+
 def test_each_ray_row_names_the_node_and_gpu_it_ran_on(ray_board):
     results = ray_board[0]
     for row in rows_of(results).values():
