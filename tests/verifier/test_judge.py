@@ -410,8 +410,8 @@ def test_an_honest_kernel_passes_where_the_task_makes_its_inputs_from_the_clock(
     # get_small_inputs() is not a function of torch's seed: the two processes make different inputs, the
     # judge notices from the checksums and sends files, and the honest kernel passes
     source = (ROOT / "tasks" / "softmax.py").read_text().replace(
-        "    return [torch.randn(small_rows, small_cols)]",
-        "    import time\n    return [torch.randn(small_rows, small_cols) + (time.perf_counter_ns() % 1000) / 1000]")
+        "    return [_shifted_rows(torch.randn(small_rows, small_cols))]",
+        "    import time\n    return [_shifted_rows(torch.randn(small_rows, small_cols)) + (time.perf_counter_ns() % 1000) / 1000]")
     assert source != (ROOT / "tasks" / "softmax.py").read_text()
     task_path = tmp_path / "clock_softmax.py"
     task_path.write_text(source)
