@@ -47,6 +47,7 @@ import numpy as np
 import torch
 from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
+from verifier.correctness import memory_order
 
 # Base names (the part after "aten." and before the overload) a candidate may issue.
 ALLOWED_OPS = frozenset({
@@ -148,9 +149,8 @@ def _view_bytes(t: torch.Tensor) -> np.ndarray:
 
 
 def _memory_order(t: torch.Tensor) -> tuple:
-    """The dimensions of size > 1 from the outermost in memory to the innermost."""
-    dims = [d for d in range(t.dim()) if t.shape[d] > 1]
-    return tuple(sorted(dims, key=lambda d: -t.stride(d)))
+    """The dimensions of size > 1 from the outermost in memory to the innermost (verifier.correctness)."""
+    return tuple(memory_order(t))
 
 
 def _same_view(a, b) -> bool:

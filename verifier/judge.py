@@ -777,10 +777,9 @@ class _Session:
         problem = compare_outputs(cand, ref, self.task.atol, self.task.rtol)
         laid_out = layout_problem(cand, flatten_outputs(ref), self.said_layouts) if not problem else None
         del cand, ref
-        if laid_out:
-            self.release()
-            raise _Decided("rejected", f"{what}: {laid_out}")
         self.release()
+        if laid_out:
+            raise _Decided("rejected", f"{what}: {laid_out}")
         if problem:
             raise _Decided("mismatch", f"{what}: {problem.reason}", problem.feedback)
 

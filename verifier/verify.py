@@ -87,7 +87,7 @@ def detect_backend(source: str) -> str:
         elif isinstance(node, ast.Name):
             names.add(node.id)
         elif isinstance(node, ast.Import):
-            modules |= {a.name.split(".")[0] for a in node.names} | {a.name.rsplit(".", 1)[-1] for a in node.names}
+            modules |= {a.name.split(".")[0] for a in node.names}
             names |= {a.name.rsplit(".", 1)[-1] for a in node.names}
         elif isinstance(node, ast.ImportFrom):
             modules.add((node.module or "").split(".")[0])

@@ -184,7 +184,7 @@ REPLY_FIELDS = {
 }
 # Fields a reply may leave out (each still checked when it comes).
 OPTIONAL_FIELDS = {
-    "forward": {"allocator_bytes": lambda v: _is_int(v) and v >= 0, "layouts": lambda v: _layouts(v)},
+    "forward": {"allocator_bytes": lambda v: _is_int(v) and v >= 0, "layouts": _layouts},
 }
 
 
