@@ -864,8 +864,7 @@ class _Session:
 
     def timed(self, who: str) -> Timing:
         """The candidate process's own timing loop, its spot checks and graph replay checked here."""
-        from verifier import timing
-        from verifier.correctness import compare_outputs
+        from verifier.correctness import compare_outputs, flatten_outputs, layout_problem
         from verifier.inputs import refresh_seed
 
         config = self.config
@@ -891,12 +890,16 @@ class _Session:
             ref = self.reference(xs)
             cand = self.read_outputs(c["outputs"], c["sequence"], f"{prefix}-c{i}", ref)
             problem = compare_outputs(cand, ref, self.task.atol, self.task.rtol)
+            laid_out = layout_problem(cand, flatten_outputs(ref), c.get("layouts")) if not problem else None
             del xs, ref, cand
             self.release()
+            what = ("replayed from its CUDA graph on fresh inputs, the output" if c["rep"] == REPLAY_REP
+                    else "a timed call's output")
+            if laid_out:
+                raise _Decided("rejected", f"{what} (timed calls are checked at random): {laid_out}")
             if problem:
-                what = ("replayed from its CUDA graph on fresh inputs, the output is wrong" if c["rep"] == REPLAY_REP
-                        else "a timed call's output is wrong (timed calls are checked at random)")
-                raise _Decided("mismatch", f"{what}: {problem.reason}", problem.feedback)
+                raise _Decided("mismatch", f"{what} is wrong (timed calls are checked at random): {problem.reason}",
+                               problem.feedback)
         return t
 
     def block(self, t_cand: Timing) -> None:

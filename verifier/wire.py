@@ -34,7 +34,7 @@ an unknown protocol"):
              call: told in a memory verdict as the process's own account, never believed)
              (output j, when "tensor", is the file f"{prefix}-{j}.t")
     time:    "timing": {Timing's fields}, "note": str, "checked": [{"rep": int, "outputs": [...],
-             "sequence": bool}] (the i-th checked call's output j is f"{prefix}-c{i}-{j}.t")
+             "sequence": bool, optional "layouts"}] (the i-th checked call's output j is f"{prefix}-c{i}-{j}.t")
     ping:    nothing more
     block:   "checksums": [[float per output] per call]
     exit:    "phases": [[name, seconds], ...]
@@ -144,9 +144,10 @@ def _timing(v) -> bool:
 
 
 def _checked(v) -> bool:
+    """The timed calls' outputs: each as a forward reply gives them (`layouts` optional there as here)."""
     return type(v) is list and len(v) <= 16 and all(
-        type(c) is dict and set(c) == {"rep", "outputs", "sequence"} and _is_int(c["rep"]) and _outputs(c["outputs"])
-        and type(c["sequence"]) is bool for c in v)
+        type(c) is dict and set(c) - {"layouts"} == {"rep", "outputs", "sequence"} and _is_int(c["rep"])
+        and _outputs(c["outputs"]) and type(c["sequence"]) is bool and _layouts(c.get("layouts")) for c in v)
 
 
 def _number(x) -> bool:
@@ -165,6 +166,8 @@ def _floats(v) -> bool:
 
 
 def _layouts(v) -> bool:
+    if v is None:
+        return True
     return type(v) is list and len(v) <= 64 and all(
         o is None or type(o) is list and len(o) <= 64 and all(type(d) is int and 0 <= d < 64 for d in o) for o in v)
 

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from processes import alive as _alive, running
-from verifier.sandbox import (MAX_TASKS, PRIVATE_CACHE_DIR, Sandbox, _limits, _memory_cap_bytes, cgroup_v2,
-                             confinement, drops_uid, file_confinement, network_isolation, run_sandboxed)
+from verifier.sandbox import (MAX_TASKS, PRIVATE_CACHE_DIR, Sandbox, _limits, _memory_cap_bytes, _v2_controllers,
+                             cgroup_v2, confinement, drops_uid, file_confinement, network_isolation, run_sandboxed)
 
 HONEST = '''
 import json, os, sys
@@ -586,7 +586,10 @@ def test_cuda_torch_and_cupy_work_inside_the_confinement(tmp_path):
                    "dev": sorted(os.listdir("/dev"))})'''), {}, timeout_s=300)
     assert res.message is not None, res.stderr[-1500:]
     assert res.message["torch"] and res.message["cupy"] == 64.0, res.message
-    assert res.isolation_complete, res.isolation_missing
+    # every layer in force but a cgroup controller the host does not hand kgen (the H200 host keeps pids)
+    lacking = {f"{c} cap" for c in ("pids", "memory")
+               if cgroup_v2() and c not in _v2_controllers()}
+    assert set(res.isolation_missing) <= lacking, (res.isolation_missing, lacking)
 
 
 # ----------------------------------------------------------------------------------------------

@@ -104,3 +104,42 @@ def test_the_allocators_account_is_optional_and_checked_when_it_comes():
             parse_reply(_forward_reply(allocator_bytes=bad), "forward")
     with pytest.raises(ProtocolError, match="wrong in its 'forward' reply"):
         parse_reply(_forward_reply(allocator=1), "forward")
+
+
+# ---- timed calls' outputs, as the candidate process writes them (verifier.candidate._write_outputs)
+
+
+def _checked_entry(tmp_path, out, rep=3):
+    from verifier import candidate
+
+    return {"rep": rep, **candidate._write_outputs(out, str(tmp_path / "timed-c0"))}
+
+
+def test_a_timed_call_as_the_candidate_writes_it_parses(tmp_path):
+    import torch
+
+    entry = _checked_entry(tmp_path, (torch.ones(4, 3), torch.ones(3, 4).t(), 2.0))
+    assert "layouts" in entry      # the writer's own shape: the parser must take every key it writes
+    reply = {"reply": "time", "problem": None, "note": "", "checked": [entry],
+             "timing": dataclasses.asdict(Timing(0.5, 0.4, 0.5, 0.4, 0.6, 10))}
+    message = wire.parse_reply(wire.encode(reply), "time")
+    assert message["checked"][0]["layouts"] == [[0, 1], [1, 0], None]
+
+
+def test_a_timed_call_with_a_malformed_layout_is_refused(tmp_path):
+    import torch
+
+    entry = {**_checked_entry(tmp_path, torch.ones(4, 3)), "layouts": [[0, "1"]]}
+    reply = {"reply": "time", "problem": None, "note": "", "checked": [entry],
+             "timing": dataclasses.asdict(Timing(0.5, 0.4, 0.5, 0.4, 0.6, 10))}
+    with pytest.raises(wire.ProtocolError, match="malformed 'checked'"):
+        wire.parse_reply(wire.encode(reply), "time")
+
+
+def test_a_forward_as_the_candidate_writes_it_parses(tmp_path):
+    import torch
+
+    entry = _checked_entry(tmp_path, torch.ones(2, 2))
+    del entry["rep"]
+    reply = {"reply": "forward", "problem": None, "launches": 1, "aten_ops": [], "input_checksums": [], **entry}
+    assert wire.parse_reply(wire.encode(reply), "forward")["layouts"] == [[0, 1]]
