@@ -691,3 +691,54 @@ def test_a_prebuilt_library_is_lent_as_a_fresh_copy_in_the_exchange_directory(tm
     s = _Session(load_task(ROOT / "tasks" / "softmax.py"), "", VerifyConfig(device="cpu"),
                  types.SimpleNamespace(exchange=planted), "cuda", "load_inline", {}, libraries[:1])
     assert s._lend_libraries() == [] and not os.listdir(planted / "library-0")
+
+
+# ---- a time check that fails while other processes share the GPU
+
+
+def _timing_session(monkeypatch, sync_ms: list[float], others: list[str]):
+    """A judge's session whose candidate is timed with these sync_ms in turn (event median 0.2 ms each time),
+    with these processes found on the GPU at each look: the decision after the timing, nothing else run."""
+    import types
+
+    from verifier.judge import _Session
+    from verifier.records import Timing
+
+    s = _Session(load_task(SOFTMAX), "", VerifyConfig(device="cpu"), types.SimpleNamespace(exchange=Path("/")),
+                 "cuda", "triton", {}, [])
+    timed, looks = iter(sync_ms), iter(others)
+    monkeypatch.setattr(s, "timed", lambda who: Timing(0.2, 0.19, 0.2, 0.19, 0.21, 100, sync_ms=next(timed),
+                                                        method="graph"))
+    monkeypatch.setattr(s, "note_others_on_gpu", lambda: setattr(s, "others", next(looks)))
+    monkeypatch.setattr(s, "inputs", lambda seed, device=None: [])
+    monkeypatch.setattr(s, "check", lambda *a, **k: None)
+    monkeypatch.setattr(s, "block", lambda t: None)
+    s.memory = types.SimpleNamespace(refill_hidden=False)
+    return s
+
+
+def test_work_outside_the_timed_stream_on_a_gpu_of_its_own_is_the_kernels_fault(monkeypatch):
+    from verifier.judge import _Decided
+
+    s = _timing_session(monkeypatch, [5.0], [""])
+    with pytest.raises(_Decided) as got:
+        s.time_on_gpu()
+    assert got.value.status == "rejected" and "work ran outside the timed stream" in got.value.reason
+
+
+def test_a_gpu_shared_with_other_processes_is_timed_again_and_a_clean_timing_is_kept(monkeypatch):
+    s = _timing_session(monkeypatch, [5.0, 0.21], ["2 other process(es) on this GPU as it was timed", ""])
+    s.time_on_gpu()
+    assert s.timing.sync_ms == 0.21
+    assert any("timing 2" in p for p in s.phases), s.phases
+
+
+def test_a_time_check_failing_on_every_timing_of_a_shared_gpu_is_kgens_failure_not_the_kernels(monkeypatch):
+    from verifier.judge import SHARED_GPU_TIMINGS, _Decided
+
+    busy = "3 other process(es) on this GPU as it was timed"
+    s = _timing_session(monkeypatch, [5.0] * SHARED_GPU_TIMINGS, [busy] * SHARED_GPU_TIMINGS)
+    with pytest.raises(_Decided) as got:
+        s.time_on_gpu()
+    assert got.value.status == "harness_error", got.value.reason
+    assert busy in got.value.reason and f"on each of {SHARED_GPU_TIMINGS} timings" in got.value.reason
