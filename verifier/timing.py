@@ -301,7 +301,8 @@ def time_call(fn, refresh=None, *, method: str = "events", reps: int = 100, warm
     if method not in METHODS:
         raise ValueError(f"unknown timing method {method!r}; expected one of {', '.join(METHODS)}")
     if method == "kernelbench":   # its own protocol: same inputs, its warm-up, its flush (below)
-        return time_kernelbench(fn, trials=reps, sync_reps=sync_reps, check=check, spot_checks=spot_checks), None, ""
+        return time_kernelbench(fn, refresh, trials=reps, sync_reps=sync_reps, check=check,
+                                spot_checks=spot_checks), None, ""
     flush = l2_flush_buffer() if flush is None else flush
     captured, note = None, ""
     if method == "graph":
@@ -429,16 +430,21 @@ def kernelbench_flush_buffer(device: torch.device | None = None) -> torch.Tensor
     return torch.empty(KERNELBENCH_FLUSH_SHAPE, dtype=torch.int64, device=device)
 
 
-def time_kernelbench(fn, *, trials: int = 100, warmup: int = KERNELBENCH_WARMUP,
+def time_kernelbench(fn, refresh=None, *, trials: int = 100, warmup: int = KERNELBENCH_WARMUP,
                      discard_first: int = KERNELBENCH_DISCARD_FIRST, sync_reps: int = 20,
                      flush: torch.Tensor | None = None, check=None, spot_checks: int = SPOT_CHECKS) -> Timing:
     """fn() timed by KernelBench's protocol (above); a Timing whose mean_ms is what KernelBench reports.
 
-    check(output) runs on `spot_checks` (SPOT_CHECKS unless the memory plan lowered it) trials drawn at random, after their events, as for the other methods;
-    then a device-wide synchronised pass (sync_ms) lets escaped_stream() catch work outside the events."""
+    The same inputs every call: refresh(0), when given, fills them once before the warm-up, so every call (and
+    each spot check) is on the inputs of rep 0, whatever an earlier timing left in the buffers. check(output)
+    runs on `spot_checks` (SPOT_CHECKS unless the memory plan lowered it) trials drawn at random, after their
+    events, as for the other methods; then a device-wide synchronised pass (sync_ms) lets escaped_stream() catch
+    work outside the events."""
     if trials < 1:
         raise ValueError(f"KernelBench's protocol needs at least one trial, got {trials}")
     flush = kernelbench_flush_buffer() if flush is None else flush
+    if refresh:
+        refresh(0)
     for _ in range(warmup):
         fn()
         _synchronize()
