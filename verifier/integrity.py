@@ -232,8 +232,21 @@ class Guard:
 
 _STDLIB = tuple(p for p in {sysconfig.get_paths().get("stdlib"), sysconfig.get_paths().get("platstdlib")} if p)
 # Standard-library modules that ask for their caller's frame for harmless bookkeeping
-# (namedtuple and Enum set __module__, warnings finds the line to blame).
-_BENIGN_FRAME_USERS = ("collections/__init__.py", "typing.py", "enum.py", "warnings.py", "dataclasses.py")
+# (namedtuple and Enum set __module__, warnings and logging find the line to blame). The frame they get is the
+# candidate's own; walking up from it (f_back) is refused as any frame access is.
+_BENIGN_FRAME_USERS = ("collections/__init__.py", "typing.py", "enum.py", "warnings.py", "dataclasses.py",
+                       "logging/__init__.py")
+
+
+
+def _hands_frame_out(caller) -> bool:
+    """Whether the benign frame user asking is logging.currentframe() called by someone other than logging: it
+    returns the frame to its caller (logging's own findCaller only reads the calling line from it)."""
+    if not caller.f_code.co_filename.endswith("logging/__init__.py"):
+        return False
+    up = caller.f_back
+    return up is None or up.f_code.co_filename != caller.f_code.co_filename
+
 
 # Events refused when the request comes from the candidate (first frame outside the standard library).
 _REFUSED = {
@@ -452,7 +465,7 @@ class RuntimePolicy:
         if requester is None or not self._is_untrusted(requester):
             return None
         if event in ("sys._getframe", "sys._getframemodulename") and not self._is_untrusted(caller) \
-                and caller.f_code.co_filename.endswith(_BENIGN_FRAME_USERS):
+                and caller.f_code.co_filename.endswith(_BENIGN_FRAME_USERS) and not _hands_frame_out(caller):
             return None
         if event.startswith("os.exec"):
             return "replacing the process"

@@ -77,7 +77,6 @@ FORBIDDEN_MODULES = {
     "gc": "reads the harness's objects (gc)",
     "inspect": "reads the harness's frames (inspect)",
     "traceback": "reads the harness's frames (traceback)",
-    "logging": "reads the harness's frames (logging.currentframe)",
     "warnings": "hooks the harness's warnings",
     "faulthandler": "reads the harness's frames",
     "tracemalloc": "reads the harness's memory",
@@ -107,7 +106,6 @@ FORBIDDEN_MODULES = {
     "codeop": "executes dynamic code",
     "types": "builds functions or modules from code objects",
     "dis": "reads code objects",
-    "operator": "reaches attributes by computed names (operator.attrgetter)",
     "pickle": "loads pickled objects",
     "dill": "loads pickled objects",
     "cloudpickle": "loads pickled objects",
@@ -236,6 +234,23 @@ FORBIDDEN_SUBMODULES = {
     "torch.utils.cpp_extension.load": "builds native code from files (load_inline with CUDA sources is the way)",
     "torch.utils.cpp_extension.CppExtension": "builds host C++ (not a kernel)",
     "torch.utils.cpp_extension.BuildExtension": "builds native code",
+}
+# Modules an LLM-written kernel file imports for ordinary reasons (`functools.reduce(operator.mul, shape)`, a
+# module-level `logger = logging.getLogger(__name__)`), of which only these members may be reached: the rest
+# is what made the module a cheat's tool.
+MODULE_MEMBERS = {
+    "operator": ({"abs", "add", "and_", "concat", "contains", "countOf", "eq", "floordiv", "ge", "getitem", "gt",
+                  "iadd", "iand", "ifloordiv", "imatmul", "imod", "imul", "index", "indexOf", "inv", "invert", "ior",
+                  "ipow", "isub", "is_", "is_not", "itemgetter", "itruediv", "ixor", "le", "length_hint", "lshift",
+                  "lt", "matmul", "mod", "mul", "ne", "neg", "not_", "or_", "pos", "pow", "rshift", "sub",
+                  "truediv", "truth", "xor"},
+                 "reaches attributes or methods by computed names (operator.attrgetter, operator.methodcaller)"),
+    "logging": ({"getLogger", "basicConfig", "Logger", "LoggerAdapter", "NullHandler", "StreamHandler",
+                 "Formatter", "root", "disable", "getLevelName", "log", "debug", "info", "warning", "warn", "error",
+                 "exception", "critical", "fatal", "NOTSET", "DEBUG", "INFO", "WARNING", "WARN", "ERROR",
+                 "CRITICAL", "FATAL"},
+                "reaches the harness's frames, files or sockets (logging.currentframe, its file and network "
+                "handlers); its loggers, levels and stream handlers are what a kernel file may use"),
 }
 # Attribute names that only matter to a cheat, whatever object they are read from.
 FORBIDDEN_ATTRS = {
@@ -381,7 +396,8 @@ ALWAYS_FORBIDDEN_IMPORTS = {"verifier", "profiler", "agent", "kgen_task", "candi
 # are the module itself under an alias: a way round the import checks. Names that are also ordinary
 # functions or torch's own submodules (torch.select, torch.signal, torch.types, x.code) are left out.
 ALIAS_MODULES = (set(FORBIDDEN_MODULES) - {"select", "code", "trace", "profile", "signal", "types", "resource",
-                                           "platform", "site", "io", "string"}) | {"os", "importlib", "builtins"}
+                                           "platform", "site", "io", "string"}) | {"os", "importlib", "builtins"} \
+    | set(MODULE_MEMBERS)
 # Dunder names that make an object readable as an array by numpy or another library: host code that
 # reads a tensor's memory without any torch call the op audit could see.
 ARRAY_PROTOCOLS = {
@@ -611,6 +627,12 @@ class _Names:
         self.used: set[str] = set()      # names read or bound in code that can run (not the __main__ block)
         self.used_dotted: set[str] = set()   # what those names and attribute chains resolve to (torch.profiler...)
         self.env_ok: set[int] = set()    # id() of os.environ nodes that only read an allowed switch
+        # id() of `.__class__` nodes read only for their name (`self.__class__.__name__`): a string, nothing more
+        self.class_names: set[int] = {
+            id(node.value) for node in ast.walk(tree)
+            if isinstance(node, ast.Attribute) and node.attr in ("__name__", "__qualname__")
+            and isinstance(node.ctx, ast.Load) and isinstance(node.value, ast.Attribute)
+            and node.value.attr == "__class__"}
         for node in ast.walk(tree):
             if isinstance(node, ast.Import):
                 for a in node.names:
@@ -835,6 +857,8 @@ def _forbidden_dotted(full: str) -> str | None:
             return why
     if _is_private(full):
         return f"reaches {parts[0]}'s private internals"
+    if parts[0] in MODULE_MEMBERS and len(parts) > 1 and parts[1] not in MODULE_MEMBERS[parts[0]][0]:
+        return MODULE_MEMBERS[parts[0]][1]
     if parts[0] == "os" and len(parts) > 1:
         if parts[1] in FORBIDDEN_ATTRS:
             return FORBIDDEN_ATTRS[parts[1]]
@@ -883,6 +907,8 @@ def _check_node(node: ast.AST, names: _Names) -> str | None:
         # brackets its own events and synchronises itself. Naming it any other way (aliasing, assigning,
         # passing it along) is still rejected below.
         if node.attr == "synchronize" and id(node) in names.called and isinstance(node.ctx, ast.Load):
+            return None
+        if node.attr == "__class__" and id(node) in names.class_names:
             return None
         if node.attr in FORBIDDEN_ATTRS:
             return f"uses .{node.attr}: {FORBIDDEN_ATTRS[node.attr]}"

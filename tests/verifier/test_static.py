@@ -121,6 +121,12 @@ def test_renamed_and_obfuscated_cheats_are_rejected(line, words):
     "from triton.runtime import driver",
     "n = torch.cuda.get_device_properties(0).multi_processor_count",
     "if __name__ == '__main__':\n    import time\n    torch.cuda.synchronize()\n    print(time.perf_counter())",
+    "import functools, operator\nn = functools.reduce(operator.mul, (2, 3), 1)",
+    "from operator import mul, itemgetter\nkey = itemgetter(0)",
+    "import logging\nlogger = logging.getLogger(__name__)\nlogger.setLevel(logging.INFO)\nlogger.info('x')",
+    "import logging\nlogging.basicConfig(level=logging.DEBUG)",
+    "name = f'{torch.zeros(1).__class__.__name__}()'",     # module level: code that runs
+    "name = nn.Module().__class__.__qualname__",
 ])
 def test_ordinary_kernel_code_is_not_rejected(line):
     assert check_source(KERNEL + "\n" + line + "\n") is None, line
@@ -495,3 +501,26 @@ def test_a_class_named_only_in_a_string_annotation_is_judged():
 def test_modules_that_reach_things_by_a_name_in_a_string_are_rejected(line, words):
     p = check_source(KERNEL + "\n" + line + "\n")
     assert p is not None and words in p.reason, (line, p)
+
+
+@pytest.mark.parametrize("line, words", [
+    ("import operator\nf = operator.attrgetter('a')", "computed names"),
+    ("import operator as op\nf = op.methodcaller('a')", "computed names"),
+    ("from operator import attrgetter\nf = attrgetter('a')", "computed names"),
+    ("import operator\nf = getattr(operator, 'methodcaller')", "computed names"),
+    ("import logging\nf = logging.currentframe()", "frames"),
+    ("from logging import currentframe\nf = currentframe()", "frames"),
+    ("import logging.handlers\nh = logging.handlers.SocketHandler('h', 1)", "sockets"),
+    ("import logging\nh = logging.FileHandler('/tmp/k.log')", "files"),
+    ("import logging\nm = logging.sys", "sys"),
+    ("l = torch.logging", "module alias"),
+    ("c = nn.Module().__class__", "walks from an object to its class"),
+    ("d = nn.Module().__class__.__dict__", "namespace"),
+    ("nn.Module().__class__.__name__ = 'A'", "assigns"),
+])
+def test_a_restricted_module_or_class_is_used_only_for_its_ordinary_parts(line, words):
+    # operator's arithmetic, logging's loggers and an object's class name are what LLM-written files use; the
+    # rest of each is a cheat's tool
+    p = check_source(KERNEL + "\n" + line + "\n")
+    assert p is not None and p.status == "rejected", line
+    assert words in p.reason, p.reason
