@@ -252,6 +252,10 @@ MODULE_MEMBERS = {
                 "reaches the harness's frames, files or sockets (logging.currentframe, its file and network "
                 "handlers); its loggers, levels and stream handlers are what a kernel file may use"),
 }
+# Members of a forbidden module that do none of what made it forbidden: `@triton.testing.perf_report(
+# triton.testing.Benchmark(...))` only describes a benchmark (its `.run()` times it, and the function it wraps
+# is judged wherever code that runs reaches it).
+HARMLESS_MEMBERS = {"triton.testing.perf_report", "triton.testing.Benchmark"}
 # Attribute names that only matter to a cheat, whatever object they are read from.
 FORBIDDEN_ATTRS = {
     "_getframe": "reads the harness's frames (sys._getframe)",
@@ -457,7 +461,7 @@ NON_CALLING_DECORATORS = {
     "triton.jit", "triton.autotune", "triton.heuristics", "triton.runtime.jit.jit", "triton.constexpr_function",
     "torch.no_grad", "torch.inference_mode", "torch.enable_grad", "functools.lru_cache", "functools.cache",
     "functools.wraps", "staticmethod", "classmethod", "property", "contextlib.contextmanager",
-    "dataclasses.dataclass", "abc.abstractmethod", "typing.overload",
+    "dataclasses.dataclass", "abc.abstractmethod", "typing.overload", "triton.testing.perf_report",
 }
 # Bases whose class machinery calls none of a subclass's methods when the class statement runs (an Enum's
 # does: it builds its members; a base defined in the file may, through __init_subclass__).
@@ -661,6 +665,16 @@ class _Names:
                             self.alias[t.id] = full
                             self.modules.add(t.id)
 
+        # id() of the attribute chains that name a harmless member (triton.testing.perf_report), inner links too
+        self.harmless: set[int] = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load) \
+                    and self.resolve(node) in HARMLESS_MEMBERS:
+                inner = node
+                while isinstance(inner, ast.Attribute):
+                    self.harmless.add(id(inner))
+                    inner = inner.value
+
     def known_roots(self) -> set[str]:
         return {v.split(".")[0] for v in self.alias.values()}
 
@@ -711,8 +725,9 @@ def check_source(source: str) -> StaticProblem | None:
     # NOTE: names read or bound anywhere that can run (the __main__ block excluded): an import whose names
     # never appear here binds a module nothing can reach, so importing it is harmless.
     names.used = {n.id for n in walked if isinstance(n, ast.Name)}
-    names.used_dotted = {names.resolve(n) for n in walked if isinstance(n, (ast.Name, ast.Attribute))
-                         or _const_getattr(n)} - {""}
+    names.used_dotted = {names.resolve(n) for n in walked
+                         if (isinstance(n, (ast.Name, ast.Attribute)) or _const_getattr(n))
+                         and id(n) not in names.harmless} - {""}
     names.env_ok = _allowed_env_reads(walked, names)
     # Judged in source order, so the reason names the first offending line a reader would find.
     nodes = sorted(enumerate(walked),
@@ -816,6 +831,8 @@ def _check_import(node: ast.Import | ast.ImportFrom, names: "_Names") -> str | N
         sub_reachable = reachable
         if isinstance(node, ast.Import) and not a.asname and "." in name:
             sub_reachable = any(u == name or u.startswith(name + ".") for u in names.used_dotted)
+        if isinstance(node, ast.ImportFrom) and name in HARMLESS_MEMBERS:
+            continue
         for full in full_names:
             top = full.split(".")[0]
             if top in ALWAYS_FORBIDDEN_IMPORTS:
@@ -896,6 +913,8 @@ def _check_node(node: ast.AST, names: _Names) -> str | None:
             return f"{verb} {full or _dotted(node)}: monkey-patches a library the harness relies on"
         if node.attr in ARRAY_PROTOCOLS:
             return f"uses .{node.attr}: {ARRAY_PROTOCOLS[node.attr]}"
+        if id(node) in names.harmless:
+            return None
         # A module alias anywhere in the chain is the reason a reader needs (torch.os.system: "torch.os").
         inner = node
         while isinstance(inner, ast.Attribute):

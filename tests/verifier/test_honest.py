@@ -63,6 +63,9 @@ FORMER_FALSE_POSITIVES = {
     "gelu_cap_constexpr": "a global that is not a constant", # tl.constexpr(8 if cap >= 9 else 4)
     "softmax_act_fn_param": "calls its argument",            # a jit function handed in through a variable
     "softmax_all_benchmark": "imports time",                 # __all__ names a __main__-only benchmark()
+    "gelu_perf_report_main": "uses triton.testing.perf_report",  # the tutorials' module-level benchmark
+    "gelu_logger": "imports logging",                        # logger = logging.getLogger(__name__)
+    "sum_dim_reduce_numel": "imports operator",              # functools.reduce(operator.mul, ...), __class__.__name__
 }
 
 

@@ -524,3 +524,24 @@ def test_a_restricted_module_or_class_is_used_only_for_its_ordinary_parts(line, 
     p = check_source(KERNEL + "\n" + line + "\n")
     assert p is not None and p.status == "rejected", line
     assert words in p.reason, p.reason
+
+
+PERF_REPORT = (KERNEL + "\nimport triton.testing\n"
+               "@triton.testing.perf_report(triton.testing.Benchmark(x_names=['N'], x_vals=[1], line_arg='p', "
+               "line_vals=['a'], line_names=['A'], plot_name='p', args={}))\n"
+               "def benchmark(N, p):\n    return triton.testing.do_bench(lambda: None)\n")
+
+
+def test_a_perf_report_benchmark_only_the_main_block_runs_passes():
+    assert check_source(PERF_REPORT + "\nif __name__ == '__main__':\n    benchmark.run(print_data=True)\n") is None
+
+
+@pytest.mark.parametrize("use", [
+    "r = benchmark.run()",                           # code that runs reaches the function it wraps
+    "t = triton.testing.do_bench(lambda: None)",
+    "triton.testing.perf_report = None",
+])
+def test_a_perf_report_benchmark_code_that_runs_reaches_is_judged(use):
+    p = check_source(PERF_REPORT + "\n" + use + "\n")
+    assert p is not None and p.status == "rejected", use
+
