@@ -3,7 +3,7 @@
     from verifier import interpreter_fixes
     interpreter_fixes.apply()     # in the sandboxed worker, on a CPU, before the candidate is imported
 
-Six differences between `TRITON_INTERPRET=1` and a real GPU would otherwise
+Seven differences between `TRITON_INTERPRET=1` and a real GPU would otherwise
 fail honest kernels on the CPU, or pass on the CPU a kernel the GPU computes wrong:
 1. a runtime loop bound (`range(0, n_cols, BLOCK)`) is turned into an int with
    `int()` of a one-element array, which NumPy 2.4 refuses;
@@ -24,7 +24,9 @@ fail honest kernels on the CPU, or pass on the CPU a kernel the GPU computes wro
 6. `@triton.autotune` with more than one config benchmarks them through the
    GPU driver, which the interpreter has none of ("0 active drivers"): each
    config now runs once (so one that fails still fails) and the first is kept,
-   as timings mean nothing here. NOTE: only that config's output is checked.
+   as timings mean nothing here. NOTE: only that config's output is checked;
+7. `libdevice.tanh(x)` (and every libdevice function) returned None or raised
+   "extern_elementwise not supported": each is computed with NumPy (below).
 Each fix is NumPy-only, so the candidate's op audit sees no extra torch ops.
 Only the worker applies them, and only where kernels run under the interpreter.
 """
@@ -136,7 +138,99 @@ def apply() -> None:
     interp.InterpreterBuilder.binary_op = binary_op
     interp.InterpreterBuilder.unary_op = unary_op
 
+    _libdevice(interp)
+
     from triton.runtime import autotuner
 
     autotuner.Autotuner.do_bench = property(lambda self: _run_once)
     _applied = True
+
+
+# ---- libdevice (fix 7): the GPU's math library, computed with NumPy
+#
+# `from triton.language.extra import libdevice` binds stubs that Triton's JIT swaps for the backend's functions
+# when it compiles; the interpreter swaps nothing (a stub returns None) and refuses extern calls. Here a stub
+# calls the CUDA backend's function of its name, which reaches create_extern_elementwise with the libdevice
+# symbol it chose for the argument types (`__nv_tanhf` for fp32), and the symbol is computed in float64 and
+# rounded to the symbol's result type: within an ulp or two of the GPU's, as libdevice's own accuracy is.
+
+
+def _round_half_away(x):
+    return np.sign(x) * np.floor(np.abs(x) + 0.5)
+
+
+_ERF = np.vectorize(__import__("math").erf, otypes=[np.float64])
+_ERFC = np.vectorize(__import__("math").erfc, otypes=[np.float64])
+_LGAMMA = np.vectorize(__import__("math").lgamma, otypes=[np.float64])
+
+# libdevice's names (the symbol without `__nv_`, without its fp32 `f`), by arity
+LIBDEVICE_NUMPY = {
+    "tanh": np.tanh, "erf": _ERF, "erfc": _ERFC, "exp": np.exp, "exp2": np.exp2, "exp10": lambda x: 10.0 ** x,
+    "expm1": np.expm1, "log": np.log, "log2": np.log2, "log10": np.log10, "log1p": np.log1p, "sqrt": np.sqrt,
+    "rsqrt": lambda x: 1.0 / np.sqrt(x), "cbrt": np.cbrt, "sin": np.sin, "cos": np.cos, "tan": np.tan,
+    "asin": np.arcsin, "acos": np.arccos, "atan": np.arctan, "sinh": np.sinh, "cosh": np.cosh,
+    "asinh": np.arcsinh, "acosh": np.arccosh, "atanh": np.arctanh, "floor": np.floor, "ceil": np.ceil,
+    "trunc": np.trunc, "rint": np.rint, "nearbyint": np.rint, "round": _round_half_away, "fabs": np.abs,
+    "abs": np.abs, "llabs": np.abs, "isnan": np.isnan, "isinf": np.isinf, "finite": np.isfinite,
+    "isfinite": np.isfinite, "signbit": np.signbit, "lgamma": _LGAMMA, "frcp_rn": lambda x: 1.0 / x,
+    "drcp_rn": lambda x: 1.0 / x, "saturate": lambda x: np.clip(x, 0.0, 1.0),
+    "pow": np.power, "powi": np.power, "fmod": np.fmod, "remainder": lambda a, b: a - b * np.rint(a / b),
+    "atan2": np.arctan2, "hypot": np.hypot,
+    "copysign": np.copysign, "fdim": lambda a, b: np.maximum(a - b, 0.0), "fdiv_rn": np.divide,
+    "ddiv_rn": np.divide, "fadd_rn": np.add, "dadd_rn": np.add, "fsub_rn": np.subtract, "dsub_rn": np.subtract,
+    "fmul_rn": np.multiply, "dmul_rn": np.multiply, "fsqrt_rn": np.sqrt, "dsqrt_rn": np.sqrt,
+    "frsqrt_rn": lambda x: 1.0 / np.sqrt(x), "fma": lambda a, b, c: a * b + c, "fma_rn": lambda a, b, c: a * b + c,
+    "fmaf_rn": lambda a, b, c: a * b + c,
+}
+
+
+def libdevice_name(symbol: str) -> str | None:
+    """The LIBDEVICE_NUMPY name of a libdevice symbol (`__nv_tanhf`, `__nv_fast_expf`, `__nv_isnand`), if any."""
+    name = symbol.removeprefix("__nv_").removeprefix("fast_")
+    for candidate in (name, name[:-1] if name[-1:] in ("f", "d") else None):
+        if candidate in LIBDEVICE_NUMPY:
+            return candidate
+    return None
+
+
+def _libdevice_fn(symbol: str):
+    name = libdevice_name(symbol)
+    return LIBDEVICE_NUMPY[name] if name else None
+
+
+def _libdevice(interp) -> None:
+    from triton.language.extra import libdevice as stubs
+    from triton.language.extra.cuda import libdevice as cuda
+
+    def create_extern_elementwise(self, lib_name, lib_path, symbol, args, ret_type, is_pure):
+        fn = _libdevice_fn(symbol)
+        if fn is None:
+            raise NotImplementedError(f"libdevice's {symbol} is not emulated by kgen's CPU interpreter (it runs on a "
+                                      f"GPU): use a tl.math function, or verify on a GPU")
+        scalar = ret_type.scalar if hasattr(ret_type, "scalar") else ret_type
+        wide = [np.asarray(a.data, dtype=np.float64) if a.data.dtype.kind == "f" else a.data for a in args]
+        with np.errstate(all="ignore"):
+            out = np.asarray(fn(*wide))
+        return interp.TensorHandle(out.astype(interp._get_np_dtype(scalar)), scalar)
+
+    interp.InterpreterBuilder.create_extern_elementwise = create_extern_elementwise
+
+    original_patch_lang = interp._patch_lang
+
+    def patch_lang(fn):
+        scope = original_patch_lang(fn)
+        interp._patch_builtin(cuda, interp.interpreter_builder, scope)   # the backend's externs, as tl's builtins
+        return scope
+
+    interp._patch_lang = patch_lang
+
+    def forward_to_cuda(name):
+        def call(*args, **kwargs):
+            return getattr(cuda, name)(*args, **kwargs)
+        call.__name__ = call.__qualname__ = name
+        call.__module__ = stubs.__name__     # still a stub to whatever asks (Triton's JIT skips stubs)
+        return call
+
+    for name, stub in vars(stubs).copy().items():
+        if callable(stub) and getattr(stub, "__module__", "") == stubs.__name__ and hasattr(cuda, name):
+            setattr(stubs, name, forward_to_cuda(name))

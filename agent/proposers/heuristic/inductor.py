@@ -437,8 +437,9 @@ def _configs_of(triton_heuristics, heuristic: str, args: list, kwargs: dict, fn:
                          num_stages=int(c.num_stages)) for c in captured]
 
 
-# libdevice functions that triton.language.math also has: the same operation, and the Triton interpreter runs
-# tl.math but not libdevice (on the GPU both lower to the same device library call or instruction).
+# libdevice functions that triton.language.math also has: the same operation, and Triton's interpreter runs
+# tl.math natively where libdevice needs kgen's emulation (verifier.interpreter_fixes); on the GPU both lower to
+# the same device library call or instruction.
 TL_MATH_FUNCTIONS = {"abs", "ceil", "cos", "div_rn", "erf", "exp", "exp2", "fdiv", "floor", "fma", "log", "log2",
                      "rsqrt", "sin", "sqrt", "sqrt_rn", "umulhi"}
 
