@@ -78,3 +78,41 @@ def refresh_seed(seed: int, rep: int) -> int:
 def block_seed(seed: int, call: int) -> int:
     """The seed of the call-th input set of a timing block."""
     return (seed + 104729 * (call + 1)) % 2**62
+
+
+# ---- inputs with a few large values (the judge's spiked trial)
+#
+# Where a task reduces many inputs to few outputs (a loss, a norm, a row's logsumexp), a kernel that reads only
+# part of its input (every other block, with the sum scaled up) estimates i.i.d. inputs' reduction so closely
+# that the averaged output lands inside the tolerance. A few elements far from the rest make every skipped
+# element count: a skipped spike moves its row's result by far more than any tolerance.
+
+SPIKE_EVERY = 4096      # one spiked element in this many (at least one a tensor)
+SPIKE_SIGMAS = 10.0     # how far from the tensor's mean, in its standard deviations (e^10 still fits fp16)
+
+
+def spike_inputs(xs: list, seed: int) -> int:
+    """Set one element in SPIKE_EVERY of each floating-point input tensor (positions and signs from seed) to its
+    mean ± SPIKE_SIGMAS standard deviations, in place; returns how many tensors were changed. Tensors of a
+    single value (std 0) and non-float inputs (indices, masks) are left as they are."""
+    import torch
+
+    gen = torch.Generator().manual_seed(seed)
+    changed = 0
+    for x in xs:
+        if not (isinstance(x, torch.Tensor) and x.is_floating_point() and x.numel() > 1):
+            continue
+        flat = x.detach().reshape(-1)          # a view where x is contiguous, a copy otherwise
+        wide = flat.to(torch.float64)
+        std = float(wide.std())
+        if not (std > 0 and bool(torch.isfinite(wide).all())):
+            continue
+        count = max(1, flat.numel() // SPIKE_EVERY)
+        where = torch.randint(0, flat.numel(), (count,), generator=gen)
+        signs = torch.randint(0, 2, (count,), generator=gen, dtype=torch.float64) * 2 - 1
+        values = (float(wide.mean()) + signs * SPIKE_SIGMAS * std).to(x.dtype)
+        flat[where.to(flat.device)] = values.to(flat.device)
+        if flat.data_ptr() != x.data_ptr():
+            x.detach().copy_(flat.view(x.shape))
+        changed += 1
+    return changed

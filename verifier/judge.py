@@ -81,6 +81,7 @@ FLAG_CHARS = 300
 MAX_FLAGS_FROM_CANDIDATE = 10
 PINGS = 5               # round trips measured before a block; the fastest is subtracted
 SHARED_GPU_TIMINGS = 3  # timings of a candidate whose stream check failed while other processes shared the GPU
+SPIKE_REDUCES_BY = 64   # a task whose inputs hold this many times its outputs' elements gets the spiked trial
 GRACE_S = 10.0          # past the sandbox's own limit, the judge stops waiting for a reply
 # What may grow beside a verification without being hoarded by the candidate: a pre-started next candidate process's
 # CUDA context (about 0.5 GiB on an H200), cuBLAS workspaces and lazily loaded modules, on a CPU the libraries a
@@ -339,6 +340,7 @@ class _Session:
         self.seeded_inputs = True   # inputs travel as seeds until the candidate's making of them differs
         self.ran = False
         self.trials = 0
+        self.sizes = (0, 0)        # floating-point input and output elements of the last checked call
         self.aten_ops: list[str] = []
         self.timing: Timing | None = None
         self.timing_repeat: Timing | None = None
@@ -771,10 +773,23 @@ class _Session:
                 return False
         return True
 
-    def check(self, xs, during: str, what: str, into: str = "fresh", seed: int | None = None) -> None:
+    def check(self, xs, during: str, what: str, into: str = "fresh", seed: int | None = None,
+              finite_only: bool = False) -> bool:
+        """One call of the candidate on xs, compared with the reference's; a verdict raised where it is wrong.
+        finite_only: where the reference's output is not all finite on these inputs, nothing is decided (False)."""
+        import torch
+
         from verifier.correctness import compare_outputs, flatten_outputs, layout_problem
 
         cand, ref = self.forward(xs, during, into, seed)
+        refs = [r for r in flatten_outputs(ref) if type(r) is torch.Tensor]
+        self.sizes = (sum(x.numel() for x in xs if isinstance(x, torch.Tensor) and x.is_floating_point()),
+                      sum(r.numel() for r in refs))
+        if finite_only and not all(bool(torch.isfinite(r).all()) for r in refs if r.is_floating_point()):
+            del cand, ref, refs
+            self.release()
+            return False
+        del refs
         problem = compare_outputs(cand, ref, self.task.atol, self.task.rtol)
         laid_out = layout_problem(cand, flatten_outputs(ref), self.said_layouts) if not problem else None
         del cand, ref
@@ -783,6 +798,7 @@ class _Session:
             raise _Decided("rejected", f"{what}: {laid_out}")
         if problem:
             raise _Decided("mismatch", f"{what}: {problem.reason}", problem.feedback)
+        return True
 
     # -- the stages
 
@@ -794,6 +810,29 @@ class _Session:
             del xs   # before the next set is made: one set at a time
             self.trials = trial + 1
         self.mark("correctness trials (first call compiles)")
+
+    def spiked(self) -> None:
+        """Where the task reduces (its floating-point inputs hold SPIKE_REDUCES_BY times its outputs' elements or
+        more), one more trial on inputs with a few large values (verifier.inputs.spike_inputs), sent as files: a
+        kernel that reads only part of its input estimates an i.i.d. input's reduction within the tolerance, never
+        a spiked one's. Skipped where the reference's output is not finite on them (a spike out of the task's
+        domain, such as a log of a negative value)."""
+        from verifier.inputs import SPIKE_EVERY, spike_inputs
+
+        inputs, outputs = self.sizes
+        if outputs == 0 or inputs < SPIKE_REDUCES_BY * outputs:
+            return
+        seed = secrets.randbelow(2**31 - 1)
+        xs = self.inputs(seed)
+        if not spike_inputs(xs, seed):
+            return
+        checked = self.check(xs, "ModelNew.forward (spiked trial)",
+                             f"on inputs with one element in {SPIKE_EVERY} set far from the rest (the spiked trial: "
+                             f"every input element must count)", finite_only=True)
+        del xs
+        if not checked:
+            self.flags.append("spiked trial skipped: the reference's output is not finite on spiked inputs")
+        self.mark("spiked trial")
 
     def hidden_refill(self) -> None:
         """The last trial's input tensors refilled in place from a hidden seed, and one more call.
@@ -1085,6 +1124,8 @@ def judge(task: Task, source: str, config: VerifyConfig, process: CandidateProce
             s.warm_up_floor()
         s.build()
         s.correctness()
+        if s.trials:
+            s.spiked()
         if device == "cuda" and config.time_it:
             s.time_on_gpu()
         elif config.trials > 0:
