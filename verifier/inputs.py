@@ -12,6 +12,7 @@ candidate process torch.initial_seed() keeps saying the entropy it was seeded wi
 
 from __future__ import annotations
 
+import math
 import threading
 
 _LOCK = threading.Lock()
@@ -103,14 +104,14 @@ def spike_inputs(xs: list, seed: int) -> int:
         if not (isinstance(x, torch.Tensor) and x.is_floating_point() and x.numel() > 1):
             continue
         flat = x.detach().reshape(-1)          # a view where x is contiguous, a copy otherwise
-        wide = flat.to(torch.float64)
-        std = float(wide.std())
-        if not (std > 0 and bool(torch.isfinite(wide).all())):
+        # NOTE: no float64 copy of a task-sized tensor (GBs on a GPU): a NaN or inf anywhere makes these so
+        std, mean = (float(v) for v in torch.std_mean(flat if flat.dtype == torch.float64 else flat.float()))
+        if not (std > 0 and math.isfinite(std) and math.isfinite(mean)):
             continue
         count = max(1, flat.numel() // SPIKE_EVERY)
         where = torch.randint(0, flat.numel(), (count,), generator=gen)
         signs = torch.randint(0, 2, (count,), generator=gen, dtype=torch.float64) * 2 - 1
-        values = (float(wide.mean()) + signs * SPIKE_SIGMAS * std).to(x.dtype)
+        values = (mean + signs * SPIKE_SIGMAS * std).to(x.dtype)
         flat[where.to(flat.device)] = values.to(flat.device)
         if flat.data_ptr() != x.data_ptr():
             x.detach().copy_(flat.view(x.shape))
