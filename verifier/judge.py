@@ -779,26 +779,37 @@ class _Session:
         finite_only: where the reference's output is not all finite on these inputs, nothing is decided (False)."""
         import torch
 
-        from verifier.correctness import compare_outputs, flatten_outputs, layout_problem
+        from verifier.correctness import flatten_outputs
 
         cand, ref = self.forward(xs, during, into, seed)
-        refs = [r for r in flatten_outputs(ref) if type(r) is torch.Tensor]
+        flat = flatten_outputs(ref)
+        refs = [r for r in flat if type(r) is torch.Tensor]
         self.sizes = (sum(x.numel() for x in xs if isinstance(x, torch.Tensor) and x.is_floating_point()),
                       sum(r.numel() for r in refs))
         if finite_only and not all(bool(torch.isfinite(r).all()) for r in refs if r.is_floating_point()):
-            del cand, ref, refs
+            del cand, ref, flat, refs
             self.release()
             return False
         del refs
-        problem = compare_outputs(cand, ref, self.task.atol, self.task.rtol)
-        laid_out = layout_problem(cand, flatten_outputs(ref), self.said_layouts) if not problem else None
-        del cand, ref
+        wrong = self.outputs_wrong(cand, ref, flat, self.said_layouts)
+        del cand, ref, flat
         self.release()
-        if laid_out:
-            raise _Decided("rejected", f"{what}: {laid_out}")
-        if problem:
-            raise _Decided("mismatch", f"{what}: {problem.reason}", problem.feedback)
+        if wrong:
+            status, why, feedback = wrong
+            raise _Decided(status, f"{what}: {why}", feedback)
         return True
+
+    def outputs_wrong(self, cand, ref, flat_ref: list, layouts) -> tuple[str, str, str] | None:
+        """(status, why, feedback) where the candidate's outputs differ from the reference's ("mismatch") or lie
+        in memory against the layout rule ("rejected"), else None. The one verdict on outputs: every call the
+        judge checks (a trial, a spot check, a replay) goes through it."""
+        from verifier.correctness import compare_outputs, layout_problem
+
+        problem = compare_outputs(cand, ref, self.task.atol, self.task.rtol)
+        if problem:
+            return "mismatch", problem.reason, problem.feedback
+        laid_out = layout_problem(cand, flat_ref, layouts)
+        return ("rejected", laid_out, "") if laid_out else None
 
     # -- the stages
 
@@ -921,7 +932,7 @@ class _Session:
 
     def timed(self, who: str) -> Timing:
         """The candidate process's own timing loop, its spot checks and graph replay checked here."""
-        from verifier.correctness import compare_outputs, flatten_outputs, layout_problem
+        from verifier.correctness import flatten_outputs
         from verifier.inputs import refresh_seed
 
         config = self.config
@@ -946,17 +957,15 @@ class _Session:
             xs = self.inputs(refresh_seed(self.timing_seed, c["rep"]), "cuda")
             ref = self.reference(xs)
             cand = self.read_outputs(c["outputs"], c["sequence"], f"{prefix}-c{i}", ref)
-            problem = compare_outputs(cand, ref, self.task.atol, self.task.rtol)
-            laid_out = layout_problem(cand, flatten_outputs(ref), c.get("layouts")) if not problem else None
+            wrong = self.outputs_wrong(cand, ref, flatten_outputs(ref), c.get("layouts"))
             del xs, ref, cand
             self.release()
-            what = ("replayed from its CUDA graph on fresh inputs, the output" if c["rep"] == REPLAY_REP
-                    else "a timed call's output")
-            if laid_out:
-                raise _Decided("rejected", f"{what} (timed calls are checked at random): {laid_out}")
-            if problem:
-                raise _Decided("mismatch", f"{what} is wrong (timed calls are checked at random): {problem.reason}",
-                               problem.feedback)
+            if wrong:
+                status, why, feedback = wrong
+                what = ("replayed from its CUDA graph on fresh inputs, the output" if c["rep"] == REPLAY_REP
+                        else "a timed call's output")
+                what += " is wrong" if status == "mismatch" else ""
+                raise _Decided(status, f"{what} (timed calls are checked at random): {why}", feedback)
         return t
 
     def block(self, t_cand: Timing) -> None:
