@@ -81,6 +81,10 @@ FLAG_CHARS = 300
 MAX_FLAGS_FROM_CANDIDATE = 10
 PINGS = 5               # round trips measured before a block; the fastest is subtracted
 SHARED_GPU_TIMINGS = 3  # timings of a candidate whose stream check failed while other processes shared the GPU
+# The most a GPU shared with n other processes is taken to stretch a call's time: SHARED_GPU_STRETCH x (n + 1), time
+# slicing giving each process its share, twice over for bursts. A gap wider than that is the candidate's however
+# many processes share the GPU: claiming a tenth of the time with two others there is rejected, not excused.
+SHARED_GPU_STRETCH = 2.0
 SPIKE_REDUCES_BY = 64   # a task whose inputs hold this many times its outputs' elements gets the spiked trial
 GRACE_S = 10.0          # past the sandbox's own limit, the judge stops waiting for a reply
 # What may grow beside a verification without being hoarded by the candidate: a pre-started next candidate process's
@@ -356,6 +360,7 @@ class _Session:
         self.said_allocator_bytes: int | None = None   # the candidate process's own account after its last call
         self.said_layouts: list | None = None   # its account of its last call's outputs' memory orders
         self.others = ""            # the other processes on the GPU as the timing started (note_others_on_gpu)
+        self.others_count = 0
         self.ref_peak: int | None = None   # the reference's first call: what the allocator's peak rose by (GPU)
         self._thread: threading.Thread | None = None
         self.started = False
@@ -891,7 +896,8 @@ class _Session:
             self.mark(f"time candidate again (the GPU shared, timing {timings})")
             escaped = timing.escaped_stream(t_cand)
         if escaped:
-            self.blame_time(escaped + (f", on each of {timings} timings" if timings > 1 else ""))
+            self.blame_time(escaped + (f", on each of {timings} timings" if timings > 1 else ""), t_cand.median_ms,
+                            t_cand.sync_ms)
         self.timing = t_cand
         if config.repeat_timing:
             self.timing_repeat = self.timed("candidate, timed again")
@@ -910,7 +916,7 @@ class _Session:
 
         mine = set(_process_tree(os.getpid()) or {os.getpid(): 0})
         found = other_gpu_processes(gpu_uuid(torch.cuda.current_device()), mine)
-        self.others = ""
+        self.others, self.others_count = "", len(found)
         if not found:
             return
         listed = ", ".join(f"pid {pid} ({mib} MiB)" for pid, mib in found[:5])
@@ -920,11 +926,17 @@ class _Session:
         if self.others not in self.flags:
             self.flags.append(self.others)
 
-    def blame_time(self, reason: str) -> None:
+    def blame_time(self, reason: str, claimed_ms: float, measured_ms: float) -> None:
         """A time check failed: the kernel's fault on a GPU of its own ("rejected"); where other processes shared
         the GPU as it was timed, their work may be what the check saw, so the verdict is kgen's ("harness_error":
-        neither a pass nor a kernel called wrong). A candidate cannot bring this on itself: a process it starts is
-        in kgen's own process tree, never "other" (note_others_on_gpu)."""
+        neither a pass nor a kernel called wrong), unless the measured time exceeds the claim by more than sharing
+        can explain (SHARED_GPU_STRETCH). A candidate cannot bring this on itself: a process it starts is in kgen's
+        own process tree, never "other" (note_others_on_gpu)."""
+        stretch = SHARED_GPU_STRETCH * (self.others_count + 1)
+        if self.others and measured_ms > stretch * claimed_ms:
+            raise _Decided("rejected", f"{reason}; {measured_ms / max(claimed_ms, 1e-9):.0f}x the claimed time, more "
+                                       f"than the {stretch:g}x that {self.others_count} other process(es) sharing the "
+                                       f"GPU can explain")
         if self.others:
             raise _Decided("harness_error", f"kgen's own failure, not the kernel's: the GPU was shared as it was timed "
                                             f"({self.others}), and {reason}; verify it on a GPU no other process uses")
@@ -1047,7 +1059,7 @@ class _Session:
         reason = timing.block_inconsistency(t_cand.median_ms, measure)
         self.mark("the block checked (in the judge, the candidate process closed)")
         if reason:
-            self.blame_time(reason)
+            self.blame_time(reason, t_cand.median_ms, self.judge_ms)
 
     def last_word(self) -> None:
         reply = self.ask("exit", "being verified")

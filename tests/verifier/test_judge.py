@@ -709,7 +709,12 @@ def _timing_session(monkeypatch, sync_ms: list[float], others: list[str]):
     timed, looks = iter(sync_ms), iter(others)
     monkeypatch.setattr(s, "timed", lambda who: Timing(0.2, 0.19, 0.2, 0.19, 0.21, 100, sync_ms=next(timed),
                                                         method="graph"))
-    monkeypatch.setattr(s, "note_others_on_gpu", lambda: setattr(s, "others", next(looks)))
+
+    def look():
+        s.others = next(looks)
+        s.others_count = int(s.others.split()[0]) if s.others else 0
+
+    monkeypatch.setattr(s, "note_others_on_gpu", look)
     monkeypatch.setattr(s, "inputs", lambda seed, device=None: [])
     monkeypatch.setattr(s, "check", lambda *a, **k: None)
     monkeypatch.setattr(s, "block", lambda t: None)
@@ -737,8 +742,34 @@ def test_a_time_check_failing_on_every_timing_of_a_shared_gpu_is_kgens_failure_n
     from verifier.judge import SHARED_GPU_TIMINGS, _Decided
 
     busy = "3 other process(es) on this GPU as it was timed"
-    s = _timing_session(monkeypatch, [5.0] * SHARED_GPU_TIMINGS, [busy] * SHARED_GPU_TIMINGS)
+    s = _timing_session(monkeypatch, [0.9] * SHARED_GPU_TIMINGS, [busy] * SHARED_GPU_TIMINGS)
     with pytest.raises(_Decided) as got:
         s.time_on_gpu()
     assert got.value.status == "harness_error", got.value.reason
     assert busy in got.value.reason and f"on each of {SHARED_GPU_TIMINGS} timings" in got.value.reason
+
+
+def test_a_gap_wider_than_a_shared_gpu_can_explain_is_the_kernels_fault_however_many_share_it(monkeypatch):
+    from verifier.judge import SHARED_GPU_STRETCH, SHARED_GPU_TIMINGS, _Decided
+
+    # 0.2 ms of events, 5.0 ms synchronised: 25x, where three others explain at most SHARED_GPU_STRETCH x 4
+    busy = "3 other process(es) on this GPU as it was timed"
+    s = _timing_session(monkeypatch, [5.0] * SHARED_GPU_TIMINGS, [busy] * SHARED_GPU_TIMINGS)
+    with pytest.raises(_Decided) as got:
+        s.time_on_gpu()
+    assert got.value.status == "rejected", got.value.reason
+    assert "work ran outside the timed stream" in got.value.reason
+    assert f"more than the {SHARED_GPU_STRETCH * 4:g}x that 3 other process(es)" in got.value.reason
+
+
+@pytest.mark.parametrize("claimed_ms, measured_ms, status", [(0.01, 4.7361, "rejected"), (1.0, 3.0, "harness_error")],
+                         ids=["a-tenth-of-its-time-claimed", "a-burst-of-the-others-work"])
+def test_the_blocks_clock_against_a_claim_on_a_shared_gpu(monkeypatch, claimed_ms, measured_ms, status):
+    # as the H200 saw it: a process claiming 0.0100 ms, the block measured 4.7361 ms with two others on the GPU
+    from verifier.judge import _Decided
+
+    s = _timing_session(monkeypatch, [], [])
+    s.others, s.others_count = "2 other process(es) on this GPU as it was timed", 2
+    with pytest.raises(_Decided) as got:
+        s.blame_time("timing inconsistent", claimed_ms, measured_ms)
+    assert got.value.status == status, got.value.reason
