@@ -208,7 +208,12 @@ def summarize(rows: list[Row], device: str = "") -> Summary:
     if unchecked:
         notes.append(f"not checked on this machine: {', '.join(unchecked)} (CUDA kernels, no GPU here; no verdict "
                      "on them): they count as not correct; run the board on a GPU machine")
-    broken = [r.task for r in rows if r.status in (TASK_ERROR, ERROR, MISSING, INTERRUPTED)]
+    # an interrupted task keeps the best kernel verified before the stop: it counts, and says it was cut short
+    cut_short = [r.task for r in rows if r.status == INTERRUPTED and r.correct]
+    if cut_short:
+        notes.append(f"interrupted before its rounds were done: {', '.join(cut_short)}; its best kernel so far is "
+                     f"counted, and resuming the board continues its run")
+    broken = [r.task for r in rows if r.status in (TASK_ERROR, ERROR, MISSING, INTERRUPTED) and not r.correct]
     if broken:
         notes.append(f"no result for {', '.join(broken)} (see each row's reason); they count as not correct")
     return Summary(tasks=len(rows), done=len(rows) - pending, correct=correct, timed=timed,

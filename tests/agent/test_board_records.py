@@ -144,3 +144,14 @@ def test_a_run_with_a_real_failure_among_harness_errors_is_a_failed_kernel(tmp_p
 
 def test_an_untouched_row_counts_as_before():
     assert Row("x", "x.py").counted and _failed("y").counted
+
+
+def test_an_interrupted_task_with_a_verified_kernel_counts_and_the_notes_say_so():
+    # as a time-limited GPU board left it: one task stopped mid-run after its first kernel passed, one before any
+    cut = Row("56_Matmul_Sigmoid_Sum", "level2/56.py", status="interrupted", correct=True, speedup_eager=0.46)
+    empty = Row("48_Mean", "level1/48.py", status="interrupted")
+    summary = summarize([cut, empty], device="cuda")
+    assert summary.correct == 1
+    assert any("interrupted before its rounds were done: 56_Matmul_Sigmoid_Sum" in n for n in summary.notes)
+    [no_result] = [n for n in summary.notes if n.startswith("no result for")]
+    assert "48_Mean" in no_result and "56_Matmul" not in no_result
