@@ -932,12 +932,12 @@ class _Session:
         neither a pass nor a kernel called wrong), unless the measured time exceeds the claim by more than sharing
         can explain (SHARED_GPU_STRETCH). A candidate cannot bring this on itself: a process it starts is in kgen's
         own process tree, never "other" (note_others_on_gpu)."""
-        stretch = SHARED_GPU_STRETCH * (self.others_count + 1)
-        if self.others and measured_ms > stretch * claimed_ms:
-            raise _Decided("rejected", f"{reason}; {measured_ms / max(claimed_ms, 1e-9):.0f}x the claimed time, more "
-                                       f"than the {stretch:g}x that {self.others_count} other process(es) sharing the "
-                                       f"GPU can explain")
         if self.others:
+            stretch = SHARED_GPU_STRETCH * (self.others_count + 1)
+            if measured_ms > stretch * claimed_ms:
+                raise _Decided("rejected", f"{reason}; {measured_ms / max(claimed_ms, 1e-9):.0f}x the claimed time, "
+                                           f"more than the {stretch:g}x that {self.others_count} other process(es) "
+                                           f"sharing the GPU can explain")
             raise _Decided("harness_error", f"kgen's own failure, not the kernel's: the GPU was shared as it was timed "
                                             f"({self.others}), and {reason}; verify it on a GPU no other process uses")
         raise _Decided("rejected", reason)
