@@ -325,6 +325,45 @@ def test_gpu_default_for_a_bf16_4096_cube_matmul():
     assert choice.config == MatmulConfig(BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, GROUP_M=8, num_warps=8, num_stages=3)
 
 
+def test_gpu_default_for_an_fp32_matmul_is_three_tf32_passes():
+    problem = Problem("matmul", "float32", m=1024, n=8192, k=8192)
+    [choice] = configs.first_round(problem, on_gpu=True, n=1, tried=set())
+    assert choice.config == MatmulConfig(BLOCK_M=128, BLOCK_N=64, BLOCK_K=32, GROUP_M=8, num_warps=4, num_stages=4,
+                                         TF32X3=1)
+    assert "tf32x3" in choice.why and configs.valid("matmul", choice.config, problem, on_gpu=True)
+    assert configs.parse_note(choice.note) == ("matmul", choice.config)
+    # a note written before the field existed reads back as exact products
+    old = "matmul BLOCK_M=128 BLOCK_N=128 BLOCK_K=32 GROUP_M=8 num_warps=8 num_stages=3: default"
+    assert configs.parse_note(old)[1].TF32X3 == 0
+    # 16-bit products have no tf32x3 mode
+    bf16 = Problem("matmul", "bfloat16", m=1024, n=8192, k=8192)
+    assert configs.first_round(bf16, on_gpu=True, n=1, tried=set())[0].config.TF32X3 == 0
+    assert not configs.valid("matmul", dataclasses.replace(BASE, TF32X3=1), bf16, on_gpu=True)
+
+
+def test_the_precision_changes_what_is_launched_and_what_is_emitted():
+    path = TASKS / "linear_bias_gelu.py"
+    rec = recognised(path)
+    problem = rec.problem
+    fast = configs.first_round(problem, on_gpu=True, n=1, tried=set())[0].config
+    exact = dataclasses.replace(fast, TF32X3=0)
+    assert configs.launch_key("matmul", fast, problem) != configs.launch_key("matmul", exact, problem)
+    from agent.proposers.heuristic.matmul import emit
+    fast_src, exact_src = emit(rec, fast, "fast"), emit(rec, exact, "exact")
+    assert 'input_precision="tf32x3"' in fast_src and 'input_precision="ieee"' not in fast_src
+    assert 'input_precision="ieee"' in exact_src and "tf32x3" not in exact_src
+    # the FMA path copies a K-major weight to N-major; the tensor cores read either layout
+    assert "b3 = b3.contiguous()" in exact_src and "b3 = b3.contiguous()" not in fast_src
+
+
+def test_nothing_passed_yet_tries_exact_products_first():
+    problem = Problem("matmul", "float32", m=1024, n=8192, k=8192)
+    default = configs.first_round(problem, on_gpu=True, n=1, tried=set())[0].config
+    [choice] = configs.next_round(problem, None, None, on_gpu=True, n=1,
+                                  tried={configs.launch_key("matmul", default, problem)})
+    assert choice.config == dataclasses.replace(default, TF32X3=0) and "ieee" in choice.why
+
+
 def test_round_returns_n_distinct_proposals():
     path = TASKS / "gelu.py"
     proposer = HeuristicProposer(path)

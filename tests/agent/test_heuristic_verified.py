@@ -40,6 +40,8 @@ GPU_CASES = [
     ("cross_entropy", None),
     ("pointwise_chain", "pointwise BLOCK=1024 TILE_C=128 num_warps=4 INDEXED=1"),
     ("matmul_bf16", "matmul BLOCK_M=128 BLOCK_N=256 BLOCK_K=64 GROUP_M=8 num_warps=8 num_stages=4"),
+    ("matmul", None),                                        # fp32 products as three TF32 passes (tf32x3)
+    ("linear_bias_gelu", None),                              # tf32x3 on nn.Linear's K-major weight, no copy
     ("rmsnorm", "rowwise ONE_PASS_MAX=16384 LOOP_BLOCK=4096 TILE=4096 num_warps=4"),
 ]
 

@@ -15,7 +15,7 @@ from agent.proposers.base import AttemptSummary, ProposeContext
 from agent.proposers.heuristic import HeuristicProposer
 from agent.proposers.heuristic.inductor import Seed, SeedUnavailable, capture, read_wrapper
 from agent.proposers.heuristic.inductor_emit import (
-    KernelChoice, SeedConfig, emit_candidate, parse_seed_note, seed_first_round, seed_next_round,
+    KernelChoice, SeedConfig, emit_candidate, launch_key, parse_seed_note, seed_first_round, seed_next_round,
 )
 from agent.proposers.heuristic.retime import branch_point, timings_by_config
 from verifier.records import VerifyConfig
@@ -253,6 +253,51 @@ def test_a_template_launch_passes_its_fixed_grid(tmp_path):
     assert result.status == "ok", (result.status, result.reason, result.feedback[-800:])
 
 
+def _mm_seed(float32: bool = True):
+    from agent.proposers.heuristic.inductor import Seed as SeedRecord
+
+    plan = read_wrapper((FIXTURES / "fixed_grid_mm_handwritten.py").read_text(), ((32, 32), (32, 32)))
+    assert not isinstance(plan, SeedUnavailable), plan
+    return SeedRecord(task_name="mm", inputs=(("input", "a"), ("input", "b")), forward_args=("a", "b"),
+                      single_output=True, init_signature="", init_lines=(), plans=[plan], float32=float32)
+
+
+def test_fp32_template_products_can_run_as_three_tf32_passes_and_still_pass(tmp_path):
+    seed = _mm_seed()
+    assert seed.fp32_dots
+    # on a GPU the split comes first, Inductor's exact products second; the CPU keeps Inductor's
+    first, second = seed_first_round(seed, on_gpu=True, n=2, tried=set())
+    assert first.config.tf32x3 and "tf32x3" in first.note and not second.config.tf32x3
+    assert not any(c.config.tf32x3 for c in seed_first_round(seed, on_gpu=False, n=4, tried=set()))
+    assert parse_seed_note(first.note) == first.config.normalised(1)
+    assert launch_key(seed, first.config) != launch_key(seed, second.config)
+    # the walk keeps the precision of the best, and offers the other one last
+    moves = seed_next_round(seed, first.config, None, n=20, tried={launch_key(seed, first.config)})
+    assert all(m.config.tf32x3 for m in moves[:-1]) and not moves[-1].config.tf32x3
+
+    exact, split = emit_candidate(seed, second.config), emit_candidate(seed, first.config)
+    assert "allow_tf32=ALLOW_TF32" in exact and "tf32x3" not in exact.split('"""', 2)[2]
+    assert "input_precision='tf32x3'" in split and "allow_tf32" not in split.split('"""', 2)[2]
+    task_path = tmp_path / "mm.py"
+    task_path.write_text("import torch\nclass Model(torch.nn.Module):\n    def forward(self, a, b):\n"
+                         "        return a @ b\ndef get_inputs():\n    return [torch.randn(32, 32), torch.randn(32, 32)]\n"
+                         "def get_init_inputs():\n    return []\n")
+    # the interpreter computes tf32x3 as the tensor cores do (verifier/interpreter_fixes.py)
+    result = verify(load_task(task_path), split, VerifyConfig(device="cpu", timeout_s=120))
+    assert result.status == "ok", (result.status, result.reason, result.feedback[-800:])
+
+
+def test_no_tf32x3_for_a_seed_whose_products_are_not_fp32():
+    seed = _mm_seed(float32=False)
+    assert not seed.fp32_dots
+    assert not any(c.config.tf32x3 for c in seed_first_round(seed, on_gpu=True, n=4, tried=set()))
+    best = seed_first_round(seed, on_gpu=True, n=1, tried=set())[0].config
+    assert not any(m.config.tf32x3 for m in seed_next_round(seed, best, None, n=20, tried=set()))
+    # a tf32x3 note for such a seed launches what the exact one does, and writes no split
+    assert launch_key(seed, SeedConfig(tf32x3=True)) == launch_key(seed, SeedConfig())
+    assert "tf32x3" not in emit_candidate(seed, SeedConfig(tf32x3=True)).split('"""', 2)[2]
+
+
 # -- on a GPU: Inductor compiled for CUDA, the candidate verified on the task's own inputs ------------------------
 
 @pytest.mark.gpu
@@ -266,6 +311,22 @@ def test_gpu_seeded_candidate_passes_verification_on_the_benchmark_inputs(name):
     assert isinstance(seed, Seed) and seed.device == "cuda", seed
     result = verify(load_task(TASKS / f"{name}.py"), emit_candidate(seed, SeedConfig()),
                     VerifyConfig(device="cuda", timeout_s=600))
+    assert result.status == "ok", (result.status, result.reason, result.feedback[-800:])
+
+
+@pytest.mark.gpu
+def test_gpu_seeded_matmul_with_three_tf32_passes_passes_verification():
+    import torch
+
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+    seed = capture(TASKS / "matmul.py")
+    assert isinstance(seed, Seed) and seed.fp32_dots, seed
+    [choice] = seed_first_round(seed, on_gpu=True, n=1, tried=set())
+    assert choice.config.tf32x3
+    source = emit_candidate(seed, choice.config, choice.note)
+    assert "input_precision='tf32x3'" in source
+    result = verify(load_task(TASKS / "matmul.py"), source, VerifyConfig(device="cuda", timeout_s=600))
     assert result.status == "ok", (result.status, result.reason, result.feedback[-800:])
 
 

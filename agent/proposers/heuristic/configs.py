@@ -99,12 +99,14 @@ class MatmulConfig:
     GROUP_M: int = 8            # row-tiles per group in the launch order, for L2 reuse of B
     num_warps: int = 4
     num_stages: int = 1
+    TF32X3: int = 0             # fp32 products: 1, three TF32 tensor-core passes (a = hi + lo; hi*hi + hi*lo + lo*hi);
+    #                             0, exact IEEE products on the FMA units
 
 
 CONFIG_TYPES = {"pointwise": PointwiseConfig, "rowwise": RowConfig, "matmul": MatmulConfig}
 # Fields added after notes were first written: a note shows them only when they differ from the default,
 # and a note without them reads back with the default.
-OPTIONAL_FIELDS = {"INDEXED"}
+OPTIONAL_FIELDS = {"INDEXED", "TF32X3"}
 Config = PointwiseConfig | RowConfig | MatmulConfig
 
 
@@ -160,14 +162,21 @@ def default_config(problem: Problem, on_gpu: bool) -> tuple[Config, str]:
         cfg = dataclasses.replace(cfg, num_warps=_row_warps(cfg, problem))
         mode = "one pass, row in registers" if _row_launch(cfg, problem)[0] == "one_pass" else "looped over the row"
         return cfg, f"default for {problem.describe()} {where} ({mode})"
+    # fp32 products as three TF32 passes on the tensor cores, on the GPU and in the interpreter alike (which
+    # emulates the split): see TF32X3_WHY
+    tf32x3 = int(problem.dtype == "float32")
     if not on_gpu:
         # the interpreter's cost is per program and per step: few, large tiles run fastest there
-        return MatmulConfig(BLOCK_M=64, BLOCK_N=64, BLOCK_K=64, GROUP_M=8, num_warps=4, num_stages=1), f"default {where}"
+        return MatmulConfig(BLOCK_M=64, BLOCK_N=64, BLOCK_K=64, GROUP_M=8, num_warps=4, num_stages=1,
+                            TF32X3=tf32x3), f"default {where}"
     if problem.elem_bytes == 2:
         cfg = MatmulConfig(BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, GROUP_M=8, num_warps=8, num_stages=3)
-    else:  # fp32 with exact IEEE products runs on the FMA units: K tiles half as deep keep shared memory in budget
-        cfg = MatmulConfig(BLOCK_M=128, BLOCK_N=128, BLOCK_K=32, GROUP_M=8, num_warps=8, num_stages=3)
+    else:
+        # NOTE: the best of 7 tile shapes for tf32x3 at all four fp32 GEMM shapes measured (benchmarks/heuristic.md)
+        cfg = MatmulConfig(BLOCK_M=128, BLOCK_N=64, BLOCK_K=32, GROUP_M=8, num_warps=4, num_stages=4, TF32X3=1)
     why = f"default for {problem.describe()} {where}"
+    if cfg.TF32X3:
+        why += f"; {TF32X3_WHY}"
     if _tiles(cfg, problem) < H200_SMS:
         # too few 128x128 tiles to give every SM one: halve the tiles until they do
         for bm, bn in ((128, 64), (64, 64), (64, 32), (32, 32)):
@@ -176,6 +185,10 @@ def default_config(problem: Problem, on_gpu: bool) -> tuple[Config, str]:
                 break
         why += f"; {bm}x{bn} tiles so that {_tiles(cfg, problem)} tiles cover the {H200_SMS} SMs"
     return cfg, why
+
+
+TF32X3_WHY = ("fp32 products as three TF32 tensor-core passes (tf32x3), about as accurate as FMA products "
+              "and faster than cuBLAS's fp32 GEMM on the H200")
 
 
 def _row_launch(cfg: RowConfig, p: Problem) -> tuple:
@@ -244,7 +257,7 @@ def valid(family: str, cfg: Config, problem: Problem, on_gpu: bool) -> bool:
     def pow2(v: int) -> bool:
         return v > 0 and v & (v - 1) == 0
 
-    if not all(pow2(getattr(cfg, f.name)) for f in dataclasses.fields(cfg) if f.name not in ("num_stages", "INDEXED")):
+    if not all(pow2(getattr(cfg, f.name)) for f in dataclasses.fields(cfg) if f.name not in ("num_stages", "INDEXED", "TF32X3")):
         return False
     if family == "pointwise":
         return cfg.INDEXED in (0, 1) and 128 <= cfg.BLOCK <= 16384 and 16 <= cfg.TILE_C <= min(512, cfg.BLOCK) and 1 <= cfg.num_warps <= 16 \
@@ -252,6 +265,8 @@ def valid(family: str, cfg: Config, problem: Problem, on_gpu: bool) -> bool:
     if family == "rowwise":
         return 512 <= cfg.ONE_PASS_MAX <= 65536 and 128 <= cfg.LOOP_BLOCK <= 16384 and 256 <= cfg.TILE <= 65536 \
             and 1 <= cfg.num_warps <= 16
+    if cfg.TF32X3 not in (0, 1) or (cfg.TF32X3 and problem.dtype != "float32"):
+        return False
     if not (16 <= cfg.BLOCK_M <= 256 and 16 <= cfg.BLOCK_N <= 256 and 16 <= cfg.BLOCK_K <= 128):
         return False
     if not (1 <= cfg.GROUP_M <= 32 and 1 <= cfg.num_stages <= 6 and 1 <= cfg.num_warps <= 16):
@@ -569,7 +584,7 @@ def neighbours(family: str, cfg: Config) -> list[Config]:
             _with(cfg, num_warps=cfg.num_warps * 2 if cfg.num_warps < 8 else cfg.num_warps // 2),
             _with(cfg, num_stages=cfg.num_stages - 1), _with(cfg, GROUP_M=cfg.GROUP_M * 2),
             _with(cfg, BLOCK_N=cfg.BLOCK_N // 2), _with(cfg, BLOCK_M=cfg.BLOCK_M // 2),
-            _with(cfg, BLOCK_K=cfg.BLOCK_K // 2)]
+            _with(cfg, BLOCK_K=cfg.BLOCK_K // 2), _with(cfg, TF32X3=1 - cfg.TF32X3)]
 
 
 # ------------------------------------------------------------------------------------------------
@@ -607,6 +622,12 @@ def next_round(problem: Problem, best: Config | None, diagnosis: Diagnosis | Non
     """The next configurations from the best one so far, in the order the diagnosis ranks them."""
     family = problem.family
     if best is None:
+        default, _ = default_config(problem, on_gpu)
+        if family == "matmul" and default.TF32X3:
+            # nothing has passed yet: exact products first, in case the tf32x3 products were what failed
+            exact = (_with(default, TF32X3=0), "exact fp32 products (ieee): no tf32x3 kernel has passed")
+            return _pick(family, [exact] + [(c, "neighbour of the default") for c in neighbours(family, default)],
+                         problem, on_gpu, tried, n)
         return first_round(problem, on_gpu, n, tried)
     moves: list[tuple[Config, str]] = []
     if diagnosis:

@@ -122,6 +122,12 @@ class Seed:
     helpers: dict[str, str] = field(default_factory=dict)   # ih_<name> -> @triton.jit source
     device: str = "cpu"                    # where Inductor generated (cpu: the triton CPU backend)
     torch_version: str = ""
+    float32: bool = False                  # every floating tensor the graph takes (parameters too) is fp32
+
+    @property
+    def fp32_dots(self) -> bool:
+        """Whether the kernels multiply fp32 with tl.dot (where three TF32 passes can replace exact products)."""
+        return self.float32 and any("tl.dot(" in k.source for p in self.plans for k in p.kernels)
 
     @property
     def benchmark(self) -> Plan:
@@ -244,6 +250,7 @@ def _capture(path: Path, device: str | None, small_overrides: dict | None = None
     if getattr(module, "get_small_inputs", None) is not None:
         shape_sets.append(("benchmark", module.get_inputs))
     plans: list[Plan] = []
+    float32 = True
     graph_inputs: tuple = ()
     forward_args: tuple = ()
     single = True
@@ -286,13 +293,14 @@ def _capture(path: Path, device: str | None, small_overrides: dict | None = None
                 raise _Unseedable(f"the exported graph has a {kind.lower()} input ({spec.target}), "
                                   "which the launcher cannot supply")
         graph_inputs = tuple(kinds)
+        float32 = float32 and all(x.dtype == torch.float32 for x in example if x.dtype.is_floating_point)
         forward_args = tuple(t for k, t in kinds if k == "input")
         wrapper = _generate(exported, example, device)
         plans.append(_read_wrapper(wrapper, tuple(tuple(x.shape) for x in inputs), device))
         plans[-1].label = label
     seed = Seed(task_name=name, inputs=graph_inputs, forward_args=forward_args, single_output=single,
                 init_signature=signature, init_lines=tuple(init_lines), plans=plans, device=device,
-                torch_version=torch.__version__)
+                torch_version=torch.__version__, float32=float32)
     seed.helpers = _collect_helpers([k for p in plans for k in p.kernels])
     return seed
 

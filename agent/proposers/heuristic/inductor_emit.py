@@ -14,7 +14,9 @@ computed here from Inductor's grid type), and a ModelNew that holds the referenc
 their names and dispatches on its inputs' shapes.
 
 The walkable knobs are per kernel of the benchmark plan: which of Inductor's configurations
-(the list its autotuner would time: its block sizes), and num_warps / num_stages over it. Block
+(the list its autotuner would time: its block sizes), and num_warps / num_stages over it; and, for a
+seed whose kernels multiply fp32 with `tl.dot` (Inductor's matmul templates), the precision of those
+products for all of them: Inductor's exact ones or three TF32 passes (`tf32x3`, a note's last token). Block
 sizes outside Inductor's list are not walked on purpose: Inductor drops a mask where every size in
 its list divides the extent (`xmask = tl.full(..., True)`), so another XBLOCK could read past the end. A note reads
 `inductor k0=c0 k1=c2,w8: why`; `parse_seed_note` reads it back so no configuration is proposed twice.
@@ -52,19 +54,29 @@ class KernelChoice:
 
 @dataclass(frozen=True)
 class SeedConfig:
-    """One KernelChoice per kernel of the benchmark plan (missing ones: Inductor's first configuration)."""
+    """One KernelChoice per kernel of the benchmark plan (missing ones: Inductor's first configuration).
+
+    tf32x3: every fp32 `tl.dot` of every plan runs as three TF32 tensor-core passes (input_precision="tf32x3")
+    instead of Inductor's exact products (its ALLOW_TF32=False): TF32_SPLIT says why.
+    """
 
     kernels: tuple[KernelChoice, ...] = ()
+    tf32x3: bool = False
 
     def choice(self, i: int) -> KernelChoice:
         return self.kernels[i] if i < len(self.kernels) else KernelChoice()
 
     def describe(self, count: int | None = None) -> str:
         count = len(self.kernels) if count is None else count
-        return " ".join(f"k{i}={self.choice(i).describe()}" for i in range(max(count, 1)))
+        text = " ".join(f"k{i}={self.choice(i).describe()}" for i in range(max(count, 1)))
+        return text + (" tf32x3" if self.tf32x3 else "")
 
     def normalised(self, count: int) -> "SeedConfig":
-        return SeedConfig(tuple(self.choice(i) for i in range(count)))
+        return SeedConfig(tuple(self.choice(i) for i in range(count)), self.tf32x3)
+
+
+TF32_SPLIT = ("fp32 products as three TF32 tensor-core passes (tf32x3): about as accurate as exact products, "
+              "faster than the FMA units' (and than cuBLAS's fp32 GEMM) on the H200")
 
 
 @dataclass(frozen=True)
@@ -87,14 +99,17 @@ def parse_seed_note(note: str) -> SeedConfig | None:
     if not head or head[0] != SEED_FAMILY:
         return None
     choices: dict[int, KernelChoice] = {}
+    tf32x3 = "tf32x3" in head[1:]
     for token in head[1:]:
+        if token == "tf32x3":
+            continue
         m = _CHOICE.match(token)
         if not m:
             return None
         choices[int(m.group(1))] = KernelChoice(int(m.group(2)), int(m.group(3) or 0), int(m.group(4) or 0))
     if not choices:
         return None
-    return SeedConfig(tuple(choices.get(i, KernelChoice()) for i in range(max(choices) + 1)))
+    return SeedConfig(tuple(choices.get(i, KernelChoice()) for i in range(max(choices) + 1)), tf32x3)
 
 
 def resolve(kernel: KernelSeed, choice: KernelChoice) -> LaunchConfig:
@@ -108,14 +123,19 @@ def resolve(kernel: KernelSeed, choice: KernelChoice) -> LaunchConfig:
 
 def launch_key(seed: Seed, config: SeedConfig) -> tuple:
     """What a configuration launches: two notes that launch the same thing are one configuration."""
-    return tuple(resolve(k, config.choice(i)) for i, k in enumerate(seed.benchmark.kernels))
+    kernels = tuple(resolve(k, config.choice(i)) for i, k in enumerate(seed.benchmark.kernels))
+    return kernels + ((config.tf32x3 and seed.fp32_dots),)
 
 
 def seed_first_round(seed: Seed, on_gpu: bool, n: int, tried: set) -> list[SeedChoice]:
     """Inductor's first configuration for every kernel; on a GPU, with n > 1, its next candidates too."""
     count = len(seed.benchmark.kernels)
-    out = [SeedChoice(SeedConfig(), "Inductor's first configuration for each kernel "
-                      f"(torch {seed.torch_version}, generated on {seed.device})", count)]
+    first = f"Inductor's first configuration for each kernel (torch {seed.torch_version}, generated on {seed.device})"
+    out = [SeedChoice(SeedConfig(), first, count)]
+    if on_gpu and seed.fp32_dots:
+        # NOTE: first on a GPU: at KernelBench's fp32 GEMM shapes three TF32 passes ran 1.3x faster than the
+        # FMA units' exact products (benchmarks/heuristic.md); Inductor's own kernel comes second
+        out.insert(0, SeedChoice(SeedConfig(tf32x3=True), f"{first}; {TF32_SPLIT}", count))
     if on_gpu:
         for c in range(1, max(len(k.configs) for k in seed.benchmark.kernels)):
             cfg = SeedConfig(tuple(KernelChoice(min(c, len(k.configs) - 1)) for k in seed.benchmark.kernels))
@@ -137,7 +157,7 @@ def seed_next_round(seed: Seed, best: SeedConfig, diagnosis: dict | None, n: int
                            changes.get("num_stages", old.num_stages))
         kernels = list(best.kernels)
         kernels[i] = new
-        moves.append(SeedChoice(SeedConfig(tuple(kernels)), why, count))
+        moves.append(SeedChoice(SeedConfig(tuple(kernels), best.tf32x3), why, count))
 
     top = stalls(diagnosis)
     for i, kernel in enumerate(seed.benchmark.kernels):
@@ -168,6 +188,10 @@ def seed_next_round(seed: Seed, best: SeedConfig, diagnosis: dict | None, n: int
             move(i, f"k{i}: twice the warps; {fallback}", num_warps=now.num_warps * 2)
         if now.num_stages < STAGES[-1]:
             move(i, f"k{i}: one more stage; {fallback}", num_stages=now.num_stages + 1)
+    if seed.fp32_dots:
+        flipped = SeedConfig(best.kernels, not best.tf32x3)
+        moves.append(SeedChoice(flipped, (TF32_SPLIT if flipped.tf32x3 else "exact fp32 products (Inductor's)")
+                                + f"; {fallback}", count))
     return _pick(seed, moves, tried, n)
 
 
@@ -195,7 +219,7 @@ def emit_candidate(seed: Seed, config: SeedConfig = SeedConfig(), note: str = ""
         is_benchmark = p == len(seed.plans) - 1
         names = {k.name: f"{k.name}_p{p}" for k in plan.kernels}
         for k in plan.kernels:
-            parts.append(_kernel_source(k, names, p) + "\n")
+            parts.append(_kernel_source(k, names, p, config.tf32x3 and seed.fp32_dots) + "\n")
         choices = {k.name: (config.choice(i) if is_benchmark else KernelChoice()) for i, k in enumerate(plan.kernels)}
         parts.append(_launcher(seed, plan, p, names, choices) + "\n")
         table.append(f"    {plan.shapes!r}: _launch_p{p},")
@@ -247,13 +271,28 @@ class _Rename(ast.NodeTransformer):
         return node
 
 
-def _kernel_source(kernel: KernelSeed, names: dict[str, str], p: int) -> str:
+class _SplitTF32(ast.NodeTransformer):
+    """tl.dot(a, b, ..., allow_tf32=X) -> tl.dot(a, b, ..., input_precision="tf32x3")."""
+
+    def visit_Call(self, node):
+        self.generic_visit(node)
+        func = node.func
+        if isinstance(func, ast.Attribute) and func.attr == "dot" and isinstance(func.value, ast.Name) \
+                and func.value.id == "tl":
+            node.keywords = [k for k in node.keywords if k.arg not in ("allow_tf32", "input_precision")]
+            node.keywords.append(ast.keyword(arg="input_precision", value=ast.Constant("tf32x3")))
+        return node
+
+
+def _kernel_source(kernel: KernelSeed, names: dict[str, str], p: int, tf32x3: bool = False) -> str:
     tree = ast.parse(kernel.source)
     local = dict(names)
     for fn in tree.body:     # the kernel, and combine functions of scans defined next to it
         if isinstance(fn, ast.FunctionDef):
             local.setdefault(fn.name, f"{fn.name}_p{p}")
     tree = _Rename(local).visit(tree)
+    if tf32x3:
+        tree = _SplitTF32().visit(tree)
     return ast.unparse(tree)
 
 

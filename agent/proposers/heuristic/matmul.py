@@ -4,8 +4,10 @@ One kernel: BLOCK_M x BLOCK_N output tiles, a K loop of tl.dot over BLOCK_K slic
 accumulator, programs launched in GROUP_M-row groups so that neighbouring programs reuse B's column tiles
 from L2, and a batch grid axis for bmm (stride 0 for a factor shared across the batch). The epilogue
 (bias, activation, scaling, a residual) runs on the accumulator before it leaves registers. fp32 factors
-use input_precision="ieee": TF32 products miss the 1e-4 fp32 tolerance. The launcher flattens linear's
-leading dims into M and views nn.Linear's weight as weight.t() (a view: no copy).
+use input_precision="tf32x3" (TF32X3=1, the default: three TF32 tensor-core passes, about as accurate as
+exact products) or "ieee" (exact products on the FMA units); one TF32 pass misses the 1e-4 fp32
+tolerance. The launcher flattens linear's leading dims into M and views nn.Linear's weight as weight.t()
+(a view: no copy).
 
 The K loop's trip count K_TILES is a constexpr: Triton 3.6's interpreter cannot run a loop whose bound
 is a run-time scalar under numpy >= 2.4; on the GPU this costs one compile per distinct K.
@@ -27,7 +29,7 @@ def _epilogue_operands(prog: MatmulProgram) -> list[int]:
     return loads(prog.out)
 
 
-def _kernel(k: str, prog: MatmulProgram) -> list[str]:
+def _kernel(k: str, prog: MatmulProgram, config: MatmulConfig) -> list[str]:
     ops = prog.operands
     a, b = ops[prog.a], ops[prog.b]
     epi = _epilogue_operands(prog)
@@ -82,7 +84,11 @@ def _kernel(k: str, prog: MatmulProgram) -> list[str]:
         lines.append(f"        a = a.to({dot})")
     if b.dtype != prog.dot_dtype:
         lines.append(f"        b = b.to({dot})")
-    if prog.dot_dtype == "float32":
+    if prog.dot_dtype == "float32" and config.TF32X3:
+        lines.append('        # three TF32 passes on the tensor cores (a = hi + lo: hi*hi + hi*lo + lo*hi), about as accurate')
+        lines.append('        # as exact fp32 products; one TF32 pass (a 10-bit mantissa) misses the 1e-4 fp32 tolerance')
+        lines.append('        acc = tl.dot(a, b, acc, input_precision="tf32x3")')
+    elif prog.dot_dtype == "float32":
         lines.append('        acc = tl.dot(a, b, acc, input_precision="ieee")  # exact fp32 products: TF32 misses 1e-4')
     elif prog.dot_dtype == "bfloat16":
         lines += [
@@ -153,7 +159,7 @@ def _launcher(k: str, prog: MatmulProgram, config: MatmulConfig) -> list[str]:
             f"    a3 = {a}.reshape(-1, kk).unsqueeze(0)",
             f"    b3 = {b}.unsqueeze(0)",
         ]
-    if prog.dot_dtype == "float32":
+    if prog.dot_dtype == "float32" and not config.TF32X3:
         lines += [
             "    if b3.stride(1) == 1 and b3.stride(2) != 1:",
             "        # fp32 products run on the FMA units, which read a K-major B (nn.Linear's weight.t()) about 1.9x",
@@ -189,7 +195,7 @@ def emit(rec, config: MatmulConfig, note: str) -> str:
     """The full candidate source for a recognised matmul program."""
     prog: MatmulProgram = rec.program
     k = identifier(rec.task_name)
-    kernels = "\n".join(_kernel(k, prog))
+    kernels = "\n".join(_kernel(k, prog, config))
     parts = [header(rec.task_name, "matmul", rec.describe(), note or describe(config), uses_math=False), ""]
     parts += [helpers_for(kernels) + kernels, "", "", "\n".join(_launcher(k, prog, config)), ""]
     parts.append(model_class(rec.task_name, "matmul", rec.init_signature, rec.init_lines, rec.forward_args,
