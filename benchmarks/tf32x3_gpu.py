@@ -117,7 +117,6 @@ def main(wanted: list[str]) -> int:
             t = time_ms(lambda: mm(a, bb, cfg, precision))
             label = f"triton {precision}" + (" B K-major" if bb is bt else "")
             rows.append((what, label, cfg, t, flop / t / 1e9, error_ratio(mm(a, bb, cfg, precision), ref64)))
-        del a, b, bt, ref64
         torch.cuda.empty_cache()
     print("| shape | kernel | config (BM,BN,BK,warps,stages) | ms | TFLOP/s | error / tolerance |")
     print("|---|---|---|---:|---:|---:|")
