@@ -253,10 +253,16 @@ def test_a_template_launch_passes_its_fixed_grid(tmp_path):
     assert result.status == "ok", (result.status, result.reason, result.feedback[-800:])
 
 
-def _mm_seed(float32: bool = True):
+MM_TASK = ("import torch\nclass Model(torch.nn.Module):\n    def forward(self, a, b):\n        return a @ b\n"
+           "def get_inputs():\n    return [torch.randn(128, 64), torch.randn(64, 128)]\n"
+           "def get_init_inputs():\n    return []\n")
+
+
+def _mm_seed(float32: bool = True, wrapper: str | None = None):
     from agent.proposers.heuristic.inductor import Seed as SeedRecord
 
-    plan = read_wrapper((FIXTURES / "fixed_grid_mm_handwritten.py").read_text(), ((32, 32), (32, 32)))
+    wrapper = wrapper or (FIXTURES / "fixed_grid_mm_handwritten.py").read_text()
+    plan = read_wrapper(wrapper, ((128, 64), (64, 128)))
     assert not isinstance(plan, SeedUnavailable), plan
     return SeedRecord(task_name="mm", inputs=(("input", "a"), ("input", "b")), forward_args=("a", "b"),
                       single_output=True, init_signature="", init_lines=(), plans=[plan], float32=float32)
@@ -265,9 +271,11 @@ def _mm_seed(float32: bool = True):
 def test_fp32_template_products_can_run_as_three_tf32_passes_and_still_pass(tmp_path):
     seed = _mm_seed()
     assert seed.fp32_dots
-    # on a GPU the split comes first, Inductor's exact products second; the CPU keeps Inductor's
-    first, second = seed_first_round(seed, on_gpu=True, n=2, tried=set())
+    # on a GPU the split comes first (at Inductor's tile after the retiled one), Inductor's exact products
+    # after it; the CPU keeps Inductor's
+    _, first, second = seed_first_round(seed, on_gpu=True, n=3, tried=set())
     assert first.config.tf32x3 and "tf32x3" in first.note and not second.config.tf32x3
+    assert first.config.choice(0).tile == 0 and second.config.choice(0).tile == 0
     assert not any(c.config.tf32x3 for c in seed_first_round(seed, on_gpu=False, n=4, tried=set()))
     assert parse_seed_note(first.note) == first.config.normalised(1)
     assert launch_key(seed, first.config) != launch_key(seed, second.config)
@@ -279,12 +287,49 @@ def test_fp32_template_products_can_run_as_three_tf32_passes_and_still_pass(tmp_
     assert "allow_tf32=ALLOW_TF32" in exact and "tf32x3" not in exact.split('"""', 2)[2]
     assert "input_precision='tf32x3'" in split and "allow_tf32" not in split.split('"""', 2)[2]
     task_path = tmp_path / "mm.py"
-    task_path.write_text("import torch\nclass Model(torch.nn.Module):\n    def forward(self, a, b):\n"
-                         "        return a @ b\ndef get_inputs():\n    return [torch.randn(32, 32), torch.randn(32, 32)]\n"
-                         "def get_init_inputs():\n    return []\n")
+    task_path.write_text(MM_TASK)
     # the interpreter computes tf32x3 as the tensor cores do (verifier/interpreter_fixes.py)
     result = verify(load_task(task_path), split, VerifyConfig(device="cpu", timeout_s=120))
     assert result.status == "ok", (result.status, result.reason, result.feedback[-800:])
+
+
+def test_a_matmul_template_is_retiled_and_its_grid_follows(tmp_path):
+    from agent.proposers.heuristic.inductor_emit import TEMPLATE_TILES, template_geometry
+
+    seed = _mm_seed()
+    [kernel] = seed.benchmark.kernels
+    geometry = template_geometry(kernel)
+    assert (geometry.m, geometry.n, geometry.k, geometry.block, geometry.even_k) == (128, 128, 64, (16, 16, 16), True)
+    # on a GPU round one starts with the tile measured fastest for fp32, its products split
+    [tiled] = seed_first_round(seed, on_gpu=True, n=1, tried=set())
+    assert tiled.config.tf32x3 and tiled.config.choice(0).tile == 1 and "128x64x32 on 4 warps" in tiled.note
+    assert parse_seed_note(tiled.note) == tiled.config
+    source = emit_candidate(seed, tiled.config, tiled.note)
+    body = source.split('"""', 2)[2]
+    assert "BLOCK_M: tl.constexpr = 128" in body and "BLOCK_N: tl.constexpr = 64" in body \
+        and "BLOCK_K: tl.constexpr = 32" in body
+    # 128/128 x 128/64 programs, at the tile's warps and stages
+    assert "triton_tem_fused_mm_0_p0[2, 1, 1](arg0_1, arg1_1, buf0, num_warps=4, num_stages=4)" in body
+    task_path = tmp_path / "mm.py"
+    task_path.write_text(MM_TASK)
+    result = verify(load_task(task_path), source, VerifyConfig(device="cpu", timeout_s=120))
+    assert result.status == "ok", (result.status, result.reason, result.feedback[-800:])
+    # the walk offers the other tiles that divide the sizes, never one that leaves K unmasked and undivided
+    moves = seed_next_round(seed, tiled.config, None, n=50, tried={launch_key(seed, tiled.config)})
+    tiles = {m.config.choice(0).tile for m in moves if "the matmul template at" in m.note}
+    assert tiles == {0, 2, 3, 4, 5} and len(TEMPLATE_TILES) == 5
+    assert not geometry.takes((32, 32, 48, 4, 2)) and not geometry.takes((256, 64, 32, 8, 3))
+
+
+def test_a_template_whose_grid_is_not_the_matmul_grid_keeps_its_tile():
+    from agent.proposers.heuristic.seeded import _seed_proposal
+
+    wrapper = (FIXTURES / "fixed_grid_mm_handwritten.py").read_text().replace("buf0, 64, 1, 1,", "buf0, 63, 1, 1,")
+    seed = _mm_seed(wrapper=wrapper)
+    [tiled] = seed_first_round(seed, on_gpu=True, n=1, tried=set())
+    proposal = _seed_proposal(seed, tiled)
+    assert proposal.source is None and "its tile cannot change" in proposal.repair
+    assert "[63, 1, 1]" in emit_candidate(seed, SeedConfig(tf32x3=True))    # Inductor's own tile still writes
 
 
 def test_no_tf32x3_for_a_seed_whose_products_are_not_fp32():

@@ -16,7 +16,8 @@ their names and dispatches on its inputs' shapes.
 The walkable knobs are per kernel of the benchmark plan: which of Inductor's configurations
 (the list its autotuner would time: its block sizes), and num_warps / num_stages over it; and, for a
 seed whose kernels multiply fp32 with `tl.dot` (Inductor's matmul templates), the precision of those
-products for all of them: Inductor's exact ones or three TF32 passes (`tf32x3`, a note's last token). Block
+products for all of them: Inductor's exact ones or three TF32 passes (`tf32x3`, a note's last token); and
+the tile of a matmul template (`t1`.. for TEMPLATE_TILES, where template_geometry says it can change). Block
 sizes outside Inductor's list are not walked on purpose: Inductor drops a mask where every size in
 its list divides the extent (`xmask = tl.full(..., True)`), so another XBLOCK could read past the end. A note reads
 `inductor k0=c0 k1=c2,w8: why`; `parse_seed_note` reads it back so no configuration is proposed twice.
@@ -33,6 +34,11 @@ from agent.proposers.heuristic.inductor import KernelSeed, LaunchConfig, Plan, S
 SEED_FAMILY = "inductor"
 WARPS = (1, 2, 4, 8, 16, 32)
 STAGES = (1, 2, 3, 4, 5)
+# Tiles a matmul template may be launched at besides Inductor's own: (BLOCK_M, BLOCK_N, BLOCK_K, num_warps,
+# num_stages), tile t is TEMPLATE_TILES[t - 1]. NOTE: the first measured fastest for fp32 (tf32x3) at four
+# KernelBench GEMM shapes on the H200 (benchmarks/heuristic.md); the others are its one-knob neighbours.
+TEMPLATE_TILES = ((128, 64, 32, 4, 4), (128, 128, 32, 8, 3), (64, 128, 32, 4, 4), (64, 64, 32, 4, 4),
+                  (128, 64, 64, 4, 3))
 
 
 @dataclass(frozen=True)
@@ -40,8 +46,9 @@ class KernelChoice:
     """How one benchmark kernel is launched: Inductor's configuration `config`, optionally overridden."""
 
     config: int = 0          # index into KernelSeed.configs
-    num_warps: int = 0       # 0: the configuration's own
-    num_stages: int = 0      # 0: the configuration's own
+    num_warps: int = 0       # 0: the configuration's own (or the tile's)
+    num_stages: int = 0      # 0: the configuration's own (or the tile's)
+    tile: int = 0            # a matmul template's tile: 0 Inductor's, t TEMPLATE_TILES[t - 1]
 
     def describe(self) -> str:
         text = f"c{self.config}"
@@ -49,6 +56,8 @@ class KernelChoice:
             text += f",w{self.num_warps}"
         if self.num_stages:
             text += f",s{self.num_stages}"
+        if self.tile:
+            text += f",t{self.tile}"
         return text
 
 
@@ -90,7 +99,7 @@ class SeedChoice:
         return f"{SEED_FAMILY} {self.config.describe(self.count)}: {self.why}"
 
 
-_CHOICE = re.compile(r"k(\d+)=c(\d+)(?:,w(\d+))?(?:,s(\d+))?$")
+_CHOICE = re.compile(r"k(\d+)=c(\d+)(?:,w(\d+))?(?:,s(\d+))?(?:,t(\d+))?$")
 
 
 def parse_seed_note(note: str) -> SeedConfig | None:
@@ -106,17 +115,85 @@ def parse_seed_note(note: str) -> SeedConfig | None:
         m = _CHOICE.match(token)
         if not m:
             return None
-        choices[int(m.group(1))] = KernelChoice(int(m.group(2)), int(m.group(3) or 0), int(m.group(4) or 0))
+        choices[int(m.group(1))] = KernelChoice(int(m.group(2)), int(m.group(3) or 0), int(m.group(4) or 0),
+                                                int(m.group(5) or 0))
     if not choices:
         return None
     return SeedConfig(tuple(choices.get(i, KernelChoice()) for i in range(max(choices) + 1)), tf32x3)
 
 
 def resolve(kernel: KernelSeed, choice: KernelChoice) -> LaunchConfig:
-    """The launch configuration a choice means for a kernel (an out-of-range index: Inductor's first)."""
+    """The launch configuration a choice means for a kernel (an out-of-range index: Inductor's first).
+
+    A template's tile is part of it (its block sizes among the kwargs, which the launch passes only where the
+    kernel takes them as parameters): a tile a kernel cannot take (template_geometry) is Inductor's own.
+    """
     base = kernel.configs[choice.config] if choice.config < len(kernel.configs) else kernel.configs[0]
-    return LaunchConfig(kwargs=base.kwargs, num_warps=choice.num_warps or base.num_warps,
-                        num_stages=choice.num_stages or base.num_stages)
+    warps, stages, kwargs = base.num_warps, base.num_stages, base.kwargs
+    tile = _tile(kernel, choice)
+    if tile is not None:
+        bm, bn, bk, warps, stages = tile
+        kwargs = kwargs + (("BLOCK_M", bm), ("BLOCK_N", bn), ("BLOCK_K", bk))
+    return LaunchConfig(kwargs=kwargs, num_warps=choice.num_warps or warps, num_stages=choice.num_stages or stages)
+
+
+@dataclass(frozen=True)
+class TemplateGeometry:
+    """What a matmul template kernel was generated for (read from its body: Inductor bakes sizes in)."""
+
+    m: int
+    n: int
+    k: int
+    block: tuple[int, int, int]      # Inductor's BLOCK_M, BLOCK_N, BLOCK_K
+    even_k: bool                     # True: no mask on K, so BLOCK_K must divide K
+
+    def takes(self, tile: tuple) -> bool:
+        """Whether the kernel can run at a tile other than its own: K unmasked needs BLOCK_K | K, and the
+        template's contiguity hints on its wrapped rows and columns (tl.max_contiguous of rm % M) hold only
+        for tiles that divide M and N."""
+        bm, bn, bk = tile[:3]
+        return (not self.even_k or self.k % bk == 0) and self.m % bm == 0 and self.n % bn == 0 \
+            and tile[:3] != self.block
+
+    def programs(self, bm: int, bn: int) -> int:
+        return -(-self.m // bm) * -(-self.n // bn)
+
+
+def template_geometry(kernel: KernelSeed) -> TemplateGeometry | None:
+    """A matmul template's sizes and tile, or None where the kernel is not one whose tile can change.
+
+    Inductor's mm/bmm templates (torch/_inductor/kernel/templates/triton_mm.py.jinja, triton_bmm) declare
+    `BLOCK_M : tl.constexpr = 64` and friends in the body, assign the static sizes `M = 1024` etc., mask
+    their stores on M and N and wrap their loads (rm % M), so any tile is correct there, and the grid is
+    cdiv(M, BLOCK_M) * cdiv(N, BLOCK_N) programs (checked against the launch when the candidate is written).
+    Anything else (a persistent or TMA template, sizes that are not literals) keeps Inductor's tile.
+    """
+    if kernel.grid_type != "FixedGrid" or "tl.dot(" not in kernel.source:
+        return None
+    fn = next((n for n in ast.parse(kernel.source).body if isinstance(n, ast.FunctionDef)), None)
+    if fn is None:
+        return None
+    consts, sizes = {}, {}
+    for stmt in fn.body:
+        if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name) \
+                and isinstance(stmt.value, ast.Constant) and ast.unparse(stmt.annotation) == "tl.constexpr":
+            consts[stmt.target.id] = stmt.value.value
+        elif isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name) \
+                and isinstance(stmt.value, ast.Constant) and type(stmt.value.value) is int:
+            sizes.setdefault(stmt.targets[0].id, stmt.value.value)
+    block = tuple(consts.get(b) for b in ("BLOCK_M", "BLOCK_N", "BLOCK_K"))
+    if not all(type(b) is int for b in block) or not all(type(sizes.get(d)) is int for d in "MNK") \
+            or "NUM_SMS" in consts or "TMA" in kernel.source:
+        return None
+    return TemplateGeometry(sizes["M"], sizes["N"], sizes["K"], block, consts.get("EVEN_K") is True)
+
+
+def _tile(kernel: KernelSeed, choice: KernelChoice) -> tuple | None:
+    if not choice.tile or choice.tile > len(TEMPLATE_TILES):
+        return None
+    geometry = template_geometry(kernel)
+    tile = TEMPLATE_TILES[choice.tile - 1]
+    return tile if geometry is not None and geometry.takes(tile) else None
 
 
 # -- the walk --------------------------------------------------------------------------------------------------
@@ -134,8 +211,14 @@ def seed_first_round(seed: Seed, on_gpu: bool, n: int, tried: set) -> list[SeedC
     out = [SeedChoice(SeedConfig(), first, count)]
     if on_gpu and seed.fp32_dots:
         # NOTE: first on a GPU: at KernelBench's fp32 GEMM shapes three TF32 passes ran 1.3x faster than the
-        # FMA units' exact products (benchmarks/heuristic.md); Inductor's own kernel comes second
+        # FMA units' exact products (benchmarks/heuristic.md); Inductor's own kernel comes after
         out.insert(0, SeedChoice(SeedConfig(tf32x3=True), f"{first}; {TF32_SPLIT}", count))
+        tiled = SeedConfig(tuple(KernelChoice(tile=1 if template_geometry(k) else 0) for k in seed.benchmark.kernels),
+                           tf32x3=True)
+        if tiled != SeedConfig(tuple(KernelChoice() for _ in seed.benchmark.kernels), tf32x3=True):
+            bm, bn, bk, w, st = TEMPLATE_TILES[0]
+            out.insert(0, SeedChoice(tiled, f"Inductor's kernels, its matmul templates at {bm}x{bn}x{bk} on {w} warps "
+                                            f"with {st} stages; {TF32_SPLIT}", count))
     if on_gpu:
         for c in range(1, max(len(k.configs) for k in seed.benchmark.kernels)):
             cfg = SeedConfig(tuple(KernelChoice(min(c, len(k.configs) - 1)) for k in seed.benchmark.kernels))
@@ -154,7 +237,7 @@ def seed_next_round(seed: Seed, best: SeedConfig, diagnosis: dict | None, n: int
     def move(i: int, why: str, **changes) -> None:
         old = best.choice(i)
         new = KernelChoice(changes.get("config", old.config), changes.get("num_warps", old.num_warps),
-                           changes.get("num_stages", old.num_stages))
+                           changes.get("num_stages", old.num_stages), changes.get("tile", old.tile))
         kernels = list(best.kernels)
         kernels[i] = new
         moves.append(SeedChoice(SeedConfig(tuple(kernels), best.tf32x3), why, count))
@@ -188,6 +271,13 @@ def seed_next_round(seed: Seed, best: SeedConfig, diagnosis: dict | None, n: int
             move(i, f"k{i}: twice the warps; {fallback}", num_warps=now.num_warps * 2)
         if now.num_stages < STAGES[-1]:
             move(i, f"k{i}: one more stage; {fallback}", num_stages=now.num_stages + 1)
+        geometry = template_geometry(kernel)
+        for t, tile in enumerate(TEMPLATE_TILES, start=1):
+            if geometry is not None and geometry.takes(tile) and t != best.choice(i).tile:
+                move(i, f"k{i}: the matmul template at {tile[0]}x{tile[1]}x{tile[2]} on {tile[3]} warps with "
+                        f"{tile[4]} stages; {fallback}", tile=t, num_warps=0, num_stages=0)
+        if geometry is not None and best.choice(i).tile:
+            move(i, f"k{i}: the matmul template at Inductor's own tile; {fallback}", tile=0, num_warps=0, num_stages=0)
     if seed.fp32_dots:
         flipped = SeedConfig(best.kernels, not best.tf32x3)
         moves.append(SeedChoice(flipped, (TF32_SPLIT if flipped.tf32x3 else "exact fp32 products (Inductor's)")
@@ -218,9 +308,10 @@ def emit_candidate(seed: Seed, config: SeedConfig = SeedConfig(), note: str = ""
     for p, plan in enumerate(seed.plans):
         is_benchmark = p == len(seed.plans) - 1
         names = {k.name: f"{k.name}_p{p}" for k in plan.kernels}
-        for k in plan.kernels:
-            parts.append(_kernel_source(k, names, p, config.tf32x3 and seed.fp32_dots) + "\n")
         choices = {k.name: (config.choice(i) if is_benchmark else KernelChoice()) for i, k in enumerate(plan.kernels)}
+        for k in plan.kernels:
+            parts.append(_kernel_source(k, names, p, config.tf32x3 and seed.fp32_dots, _tile(k, choices[k.name]))
+                         + "\n")
         parts.append(_launcher(seed, plan, p, names, choices) + "\n")
         table.append(f"    {plan.shapes!r}: _launch_p{p},")
     parts.append("# Inductor specialises its kernels to the shapes it compiled: one launcher per set of input shapes.\n"
@@ -284,7 +375,20 @@ class _SplitTF32(ast.NodeTransformer):
         return node
 
 
-def _kernel_source(kernel: KernelSeed, names: dict[str, str], p: int, tf32x3: bool = False) -> str:
+class _Retile(ast.NodeTransformer):
+    """`BLOCK_M : tl.constexpr = 64` -> the tile's value (the kernel's own declarations only)."""
+
+    def __init__(self, tile: tuple):
+        self.values = dict(zip(("BLOCK_M", "BLOCK_N", "BLOCK_K"), tile[:3]))
+
+    def visit_AnnAssign(self, node):
+        if isinstance(node.target, ast.Name) and node.target.id in self.values:
+            node.value = ast.Constant(self.values[node.target.id])
+        return node
+
+
+def _kernel_source(kernel: KernelSeed, names: dict[str, str], p: int, tf32x3: bool = False,
+                   tile: tuple | None = None) -> str:
     tree = ast.parse(kernel.source)
     local = dict(names)
     for fn in tree.body:     # the kernel, and combine functions of scans defined next to it
@@ -293,6 +397,8 @@ def _kernel_source(kernel: KernelSeed, names: dict[str, str], p: int, tf32x3: bo
     tree = _Rename(local).visit(tree)
     if tf32x3:
         tree = _SplitTF32().visit(tree)
+    if tile is not None:
+        tree = _Retile(tile).visit(tree)
     return ast.unparse(tree)
 
 
@@ -317,7 +423,16 @@ class _Launches(ast.NodeTransformer):
                 raise _Unseedable(f"template {name} is launched with {len(args)} arguments, expected "
                                   f"{len(kernel.params)} and a grid")
             launch = ast.parse(f"{self.names[name]}[0]()").body[0].value
-            launch.func.slice = ast.Tuple(elts=args[-3:], ctx=ast.Load())
+            grid = args[-3:]
+            tile = _tile(kernel, self.choices[name])
+            if tile is not None:
+                geometry = template_geometry(kernel)
+                first = grid[0].value if isinstance(grid[0], ast.Constant) else None
+                if first != geometry.programs(*geometry.block[:2]):
+                    raise _Unseedable(f"template {name}'s grid {ast.unparse(grid[0])} is not cdiv(M, BLOCK_M) * "
+                                      "cdiv(N, BLOCK_N): its tile cannot change")
+                grid = [ast.Constant(geometry.programs(tile[0], tile[1])), *grid[1:]]
+            launch.func.slice = ast.Tuple(elts=grid, ctx=ast.Load())
             launch.args = args[:-3]
         else:
             values = {}
