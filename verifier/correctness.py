@@ -11,7 +11,9 @@ The absolute tolerance is for values of unit size. A row of an output whose refe
 (a product over K = 4096, root-mean-square 64) has rounding errors as large as its terms' sizes, not its own
 element's: an honest fp32 GEMM that sums in another order (3xTF32, split-K) lands about 1e-3 off where an
 element happens to lie near zero. So atol is applied times the root-mean-square value of the element's row
-(the last dimension; the whole output for fewer than two dimensions) where that exceeds 1 (atol_scales).
+(the last dimension longer than 1; the whole output for fewer than two dimensions without trailing size-1 ones)
+where that exceeds 1 (atol_scales). A keepdim reduction's (1024, 1) output is one row of 1024 values, not 1024
+rows of one: a sum over 8192 GEMM outputs that cancels to near zero is off by the terms' rounding, not its own.
 Per row, not per output, so that small rows beside large ones (a concatenation) keep their own atol. rtol
 stays relative to each element.
 
@@ -153,7 +155,11 @@ COMPARE_STEP = 1 << 24
 
 
 def _row_length(shape: tuple) -> int:
-    """The length of a row (the last dimension) for the per-row sums; the whole tensor below two dimensions."""
+    """The length of a row for the per-row sums: the last dimension longer than 1 (trailing size-1 dims, as a
+    keepdim reduction leaves them, are not rows of one element), the whole tensor where fewer than two
+    dimensions remain without them."""
+    while len(shape) > 1 and shape[-1] == 1:
+        shape = shape[:-1]
     return shape[-1] if len(shape) >= 2 else max(math.prod(shape), 1)
 
 

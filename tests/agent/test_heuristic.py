@@ -352,8 +352,9 @@ def test_the_precision_changes_what_is_launched_and_what_is_emitted():
     fast_src, exact_src = emit(rec, fast, "fast"), emit(rec, exact, "exact")
     assert 'input_precision="tf32x3"' in fast_src and 'input_precision="ieee"' not in fast_src
     assert 'input_precision="ieee"' in exact_src and "tf32x3" not in exact_src
-    # the FMA path copies a K-major weight to N-major; the tensor cores read either layout
+    # the FMA path copies a K-major weight to N-major; the TF32 tensor cores want both factors K-major
     assert "b3 = b3.contiguous()" in exact_src and "b3 = b3.contiguous()" not in fast_src
+    assert ".transpose(1, 2).contiguous().transpose(1, 2)" in fast_src and "transpose(1, 2)" not in exact_src
 
 
 def test_nothing_passed_yet_tries_exact_products_first():

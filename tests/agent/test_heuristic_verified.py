@@ -32,6 +32,31 @@ def test_first_heuristic_kernel_passes_verification(name):
     assert result.trials == 5
 
 
+LAYOUT_TASKS = {
+    # A read transposed (KernelBench's Matmul_with_transposed_A): the tf32x3 launcher copies it K-major
+    "transposed_a": ("torch.matmul(a.T, b)", "torch.randn(40, 24), torch.randn(40, 36)"),
+    # B shared across a batch (3D tensor-matrix) and N-major: copied K-major once, not once per batch
+    "shared_b": ("torch.matmul(a, b)", "torch.randn(3, 20, 24), torch.randn(24, 36)"),
+    # both transposed
+    "transposed_both": ("torch.matmul(a.T, b.T)", "torch.randn(24, 20), torch.randn(36, 24)"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(LAYOUT_TASKS))
+def test_fp32_factor_layouts_pass_with_three_tf32_passes(tmp_path, name):
+    expr, inputs = LAYOUT_TASKS[name]
+    path = tmp_path / f"{name}.py"
+    path.write_text("import torch\nimport torch.nn as nn\n\n\nclass Model(nn.Module):\n"
+                    f"    def forward(self, a, b):\n        return {expr}\n\n\n"
+                    f"def get_inputs():\n    return [{inputs}]\n\n\ndef get_init_inputs():\n    return []\n")
+    task = load_task(path)
+    [proposal] = HeuristicProposer(task).propose(
+        ProposeContext(task_name=name, task_source=task.source, backend="triton", analysis=Analysis(), round=1, n=1))
+    assert proposal.source and "TF32X3=1" in proposal.note and 'input_precision="tf32x3"' in proposal.source
+    result = verify(task, proposal.source, VerifyConfig(device="cpu", timeout_s=150))
+    assert result.status == "ok", (result.status, result.reason, result.feedback[-800:])
+
+
 # Templates at the configurations the GPU walk proposes (the default for the benchmark sizes, and the variants
 # its moves lead to), checked on the GPU by the verifier on the task's own inputs: the interpreter runs small
 # inputs only, where a looped row, a 1-D indexed pass or a 128x256 tile never meet the sizes they are for.

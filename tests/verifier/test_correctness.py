@@ -204,6 +204,31 @@ def test_small_rows_beside_large_ones_keep_their_own_atol():
     assert compare_outputs(honest, ref) is None
 
 
+def test_a_keepdim_reductions_output_is_one_row_not_rows_of_one():
+    # level2/14 of KernelBench: sum(x @ W.T / 2, dim=1, keepdim=True) * 1.5 at 1024 x 8192 x 8192, outputs of
+    # size ~4700. An honest kernel (a GEMM in another order, then the sum) was 0.021 off where the sum
+    # cancelled to near zero: rows of one element made that a relative bound of 2e-4 on a value of ~9
+    torch.manual_seed(0)
+    ref = torch.randn(1024, 1, dtype=torch.float64) * 4700
+    ref[17, 0] = 9.0
+    honest = ref + torch.randn_like(ref) * 0.01            # rounding of the terms' size (~5e-6 of the output)
+    for shape in ((1024, 1), (1024, 1, 1), (1024,)):
+        r, c = ref.float().reshape(shape), honest.float().reshape(shape)
+        assert compare_outputs(c, r) is None, shape
+        assert atol_scale(r) > 4000, shape
+    # (B, C, 1, 1), a global pool: rows of C, each with its own scale
+    pooled = torch.cat([torch.full((1, 8, 1, 1), 1e4), torch.full((1, 8, 1, 1), 0.5)])
+    assert atol_scales(pooled).tolist() == [1e4, 1.0]
+    # the wider atol excuses nothing larger: a zeroed half, an element off by 1e-3 of the output's size
+    lazy = ref.float().clone()
+    lazy[512:] = 0.0
+    assert compare_outputs(lazy, ref.float()) is not None
+    off = ref.float().clone()
+    off[17, 0] += 5.0
+    problem = compare_outputs(off, ref.float())
+    assert problem is not None and "1 of 1024" in problem.reason, problem
+
+
 def test_a_permuted_or_expanded_output_is_not_the_row_major_references_layout():
     from verifier.correctness import layout_problem, memory_order
 

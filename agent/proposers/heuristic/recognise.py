@@ -557,6 +557,13 @@ class _GraphReader:
     def _op_transpose(self, node, args, shape, dtype):
         return self._view_of_operand(node, "t", f"transpose({args['dim0']}, {args['dim1']})", shape)
 
+    def _op_numpy_T(self, node, args, shape, dtype):
+        # x.T: every dim reversed (a 2-D transpose, the way matmuls with a transposed factor are written), written
+        # as t() or permute(): the op audit allows those views, not aten::numpy_T
+        rank = len(node.args[0].meta["val"].shape)
+        return self._view_of_operand(node, "t", "t()" if rank <= 2 else f"permute({', '.join(map(str, range(rank - 1, -1, -1)))})",
+                                     shape)
+
     def _op_permute(self, node, args, shape, dtype):
         dims = ", ".join(str(d) for d in args["dims"])
         return self._view_of_operand(node, "p", f"permute({dims})", shape)
