@@ -622,16 +622,20 @@ def optimize(task_path: str | Path | None, config: OptimizeConfig, *, resume: st
         run.status, run.stop_reason, run.finished_at = "running", "", ""
         store.save_run(run)
 
+    phases_before = dict(run.phases)
     try:
         return _run_loop(task, config, store, run, proposer, device, verify_fn, profile_fn, on_event, analyze_fn,
                          crosscheck_fn, no_crosscheck, started_s)
     except KeyboardInterrupt:
-        # NOTE: Ctrl-C (or SIGTERM/SIGHUP, agent.cli) before the loop's own handler is in place: the run is
-        # stored already, so it must not stay "running"
+        # NOTE: Ctrl-C (or SIGTERM/SIGHUP, agent.cli) outside the loop's own handler (before it is in place, or
+        # while the loop's pool shuts down): the run is stored already, so it must not stay "running". The loop
+        # may have counted part of this session already (each decide writes run.phases): only the rest is added.
         if run.status == "running":
             run.status, run.finished_at = "interrupted", utc_now()
-            run.wall_s += time.monotonic() - started_s
-            run.phases = {**run.phases, OTHER_PHASE: run.phases.get(OTHER_PHASE, 0.0) + time.monotonic() - started_s}
+            elapsed = time.monotonic() - started_s
+            counted = sum(run.phases.values()) - sum(phases_before.values())
+            run.phases = {**run.phases, OTHER_PHASE: run.phases.get(OTHER_PHASE, 0.0) + max(0.0, elapsed - counted)}
+            run.wall_s = sum(run.phases.values())
             run.stop_reason = f"interrupted; continue with: kgen optimize --resume {run.run_id}"
             store.save_run(run)
             if on_event is not None:
@@ -678,6 +682,14 @@ def _run_loop(task, config: OptimizeConfig, store: Store, run: Run, proposer: Pr
         loop.emit("start")
         try:
             final = app.invoke(graph_input, thread, durability="sync")
+            before = _best(final)
+            # NOTE: inside the try: a Ctrl-C during the cross-check (ncu runs for minutes on a large task) is
+            # the loop's interruption, its time counted once by the loop's clock
+            best = loop.cross_check_best(final)
+            if (best and best.number) != (before and before.number):
+                # NOTE: the checkpoint's best follows the store's, or a resumed run would race a rejected kernel
+                app.update_state(thread, {"best": dataclasses.asdict(best) if best else None, "diagnosis": None,
+                                          "diagnosis_text": None}, as_node="decide")
         except KeyboardInterrupt:
             return _finish(store, run, loop, "interrupted",
                            f"interrupted; continue with: kgen optimize --resume {run.run_id}")
@@ -686,12 +698,6 @@ def _run_loop(task, config: OptimizeConfig, store: Store, run: Run, proposer: Pr
         except Exception as exc:
             _finish(store, run, loop, "failed", f"kgen failed: {type(exc).__name__}: {exc}")
             raise
-        before = _best(final)
-        best = loop.cross_check_best(final)
-        if (best and best.number) != (before and before.number):
-            # NOTE: the checkpoint's best follows the store's, or a resumed run would race a rejected kernel
-            app.update_state(thread, {"best": dataclasses.asdict(best) if best else None, "diagnosis": None,
-                                      "diagnosis_text": None}, as_node="decide")
 
     if loop.goal_met(best) is not None:
         status = "succeeded"

@@ -167,3 +167,22 @@ def test_a_resumed_run_races_the_kernel_that_survived_not_the_rejected_one(tmp_p
     assert resumed.best_attempt == 3 and store.best_source(run.run_id) == MEDIUM
     assert ncu.checked == [FAST, SLOW, MEDIUM]                      # nothing checked twice
     assert resumed.best_ncu_check.startswith("ncu cross-check: consistent (claimed 0.2500 ms")
+
+
+def test_a_ctrl_c_during_the_cross_check_is_the_loops_interruption_counted_once(tmp_path, task_path):
+    # on the H200 a board cut a run during its cross-check, and the run's wall time came out as 293 s for
+    # 151 s of real time: the session counted by the loop's last decide, then again from its start
+    import time
+
+    def interrupted(task, source, result):
+        time.sleep(0.3)
+        raise KeyboardInterrupt
+
+    started = time.monotonic()
+    run, store = run_loop(tmp_path, task_path, interrupted)
+    real = time.monotonic() - started
+    assert run.status == "interrupted" and "--resume" in run.stop_reason
+    assert run.best_attempt == 2                       # the verified kernel stays the run's best so far
+    stored = store.load_run(run.run_id)
+    assert 0.3 <= stored.wall_s <= real + 0.05, (stored.wall_s, real)
+    assert abs(sum(stored.phases.values()) - stored.wall_s) < 1e-6
