@@ -332,6 +332,38 @@ def test_a_template_whose_grid_is_not_the_matmul_grid_keeps_its_tile():
     assert "[63, 1, 1]" in emit_candidate(seed, SeedConfig(tf32x3=True))    # Inductor's own tile still writes
 
 
+@pytest.mark.parametrize("fixture, shapes, inputs, grid", [
+    # x @ W.T (1024 x 8192 @ 8192 x 8192), then a row sum: Inductor's 128x128 tiles, 512 programs
+    ("h200_gemm_divide_sum_scaling", ((1024, 8192),), (("param", "weight"), ("input", "x")), (512, 1024)),
+    # addmm (128 x 32768 @ 32768 x 32768 + bias), then sigmoid and a two-step sum
+    ("h200_matmul_sigmoid_sum", ((128, 32768),),
+     (("param", "linear.weight"), ("param", "linear.bias"), ("input", "x")), (256, 512)),
+])
+def test_recorded_h200_templates_are_retiled_with_their_grid(fixture, shapes, inputs, grid):
+    # the templates as Inductor wrote them on the GPU machine: what the hand-written fixture stands for
+    from agent.proposers.heuristic.inductor import Seed as SeedRecord
+    from agent.proposers.heuristic.inductor_emit import template_geometry
+
+    plan = read_wrapper((FIXTURES / f"{fixture}.py").read_text(), shapes, "cuda")
+    assert not isinstance(plan, SeedUnavailable), plan
+    seed = SeedRecord(task_name=fixture, inputs=inputs, forward_args=("x",), single_output=True, init_signature="",
+                      init_lines=(), plans=[plan], device="cuda", float32=True)
+    template = plan.kernels[0]
+    geometry = template_geometry(template)
+    assert geometry is not None and geometry.block == (128, 128, 32) and geometry.even_k
+    assert [template_geometry(k) for k in plan.kernels[1:]] == [None] * (len(plan.kernels) - 1)
+    assert geometry.programs(128, 128) == grid[0]
+    tiled, split, inductor = seed_first_round(seed, on_gpu=True, n=3, tried=set())
+    assert tiled.config.tf32x3 and tiled.config.choice(0).tile == 1 and split.config.tf32x3 \
+        and not inductor.config.tf32x3
+    body = emit_candidate(seed, tiled.config, tiled.note).split('"""', 2)[2]
+    assert f"{template.name}_p0[{grid[1]}, 1, 1](" in body and "BLOCK_N: tl.constexpr = 64" in body
+    assert "input_precision='tf32x3'" in body and "allow_tf32" not in body
+    exact = emit_candidate(seed, inductor.config).split('"""', 2)[2]
+    assert f"{template.name}_p0[{grid[0]}, 1, 1](" in exact and "allow_tf32=ALLOW_TF32" in exact
+    ast.parse(body)
+
+
 def test_no_tf32x3_for_a_seed_whose_products_are_not_fp32():
     seed = _mm_seed(float32=False)
     assert not seed.fp32_dots
