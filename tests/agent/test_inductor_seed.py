@@ -258,6 +258,46 @@ MM_TASK = ("import torch\nclass Model(torch.nn.Module):\n    def forward(self, a
            "def get_init_inputs():\n    return []\n")
 
 
+BATCHNORM_TASK = """import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self, features):
+        super().__init__()
+        self.bn = nn.BatchNorm2d(features)
+        self.bn.running_mean.fill_(3.0)     # statistics a batch's are far from: the two modes differ everywhere
+        self.bn.running_var.fill_(9.0){eval}
+
+    def forward(self, x):
+        return self.bn(x)
+
+
+def get_inputs():
+    return [torch.randn(4, 6, 5, 7)]
+
+
+def get_init_inputs():
+    return [6]
+"""
+
+
+@pytest.mark.parametrize("mode", ["training", "eval"])
+def test_the_seed_is_captured_in_the_mode_the_reference_runs_in(tmp_path, mode):
+    # KernelBench's BatchNorm problems are built in training mode (nn.Module's default): the batch's statistics,
+    # the running ones updated on the side. A seed captured in eval() mode was wrong on every element.
+    path = tmp_path / f"bn_{mode}.py"
+    path.write_text(BATCHNORM_TASK.format(eval="\n        self.eval()" if mode == "eval" else ""))
+    seed = capture(path, "cpu")
+    assert isinstance(seed, Seed), seed
+    source = emit_candidate(seed, SeedConfig())
+    result = verify(load_task(path), source, VerifyConfig(device="cpu", timeout_s=120))
+    assert result.status == "ok", (result.status, result.reason, result.feedback[-800:])
+    if mode == "training":
+        # the running statistics' updates are not forward's result: no kernel computes them
+        assert "running" not in seed.kernel_summary() and len(seed.benchmark.kernels) <= 2
+
+
 def _mm_seed(float32: bool = True, wrapper: str | None = None):
     from agent.proposers.heuristic.inductor import Seed as SeedRecord
 

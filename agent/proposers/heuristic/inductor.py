@@ -239,7 +239,10 @@ def _capture(path: Path, device: str | None, small_overrides: dict | None = None
         init_values = list(module.get_init_inputs())
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(0)
-            model = module.Model(*init_values).eval()
+            # NOTE: in the mode the task builds it (training, unless its Model says otherwise), as the verifier
+            # runs the reference: an eval() capture gave BatchNorm its running statistics instead of the
+            # batch's, a seed wrong on every element
+            model = module.Model(*init_values)
     except Exception as exc:
         raise _Unseedable(f"building the reference raised {_first_line(exc)}") from None
     signature, init_lines = parameter_holders(module.Model, init_values, model)
@@ -293,6 +296,7 @@ def _capture(path: Path, device: str | None, small_overrides: dict | None = None
                 raise _Unseedable(f"the exported graph has a {kind.lower()} input ({spec.target}), "
                                   "which the launcher cannot supply")
         graph_inputs = tuple(kinds)
+        _drop_buffer_updates(exported)
         float32 = float32 and all(x.dtype == torch.float32 for x in example if x.dtype.is_floating_point)
         forward_args = tuple(t for k, t in kinds if k == "input")
         wrapper = _generate(exported, example, device)
@@ -303,6 +307,24 @@ def _capture(path: Path, device: str | None, small_overrides: dict | None = None
                 torch_version=torch.__version__, float32=float32)
     seed.helpers = _collect_helpers([k for p in plans for k in p.kernels])
     return seed
+
+
+def _drop_buffer_updates(exported) -> None:
+    """Leave the exported graph only forward's outputs: in training mode BatchNorm updates its running
+    statistics, which the graph returns ahead of them (BUFFER_MUTATION). forward's result does not depend on
+    them, and the candidate need not keep them (nothing reads its buffers), so they are not computed."""
+    kinds = [spec.kind.name for spec in exported.graph_signature.output_specs]
+    first = kinds.index("USER_OUTPUT") if "USER_OUTPUT" in kinds else len(kinds)
+    if any(k != "BUFFER_MUTATION" for k in kinds[:first]) or any(k != "USER_OUTPUT" for k in kinds[first:]):
+        raise _Unseedable(f"the exported graph's outputs are {sorted(set(kinds))}: forward mutates its inputs, "
+                          "or returns in an order the launcher cannot follow")
+    if first == 0:
+        return
+    gm = exported.graph_module
+    output = next(n for n in gm.graph.nodes if n.op == "output")
+    output.args = (tuple(output.args[0][first:]),)
+    gm.graph.eliminate_dead_code()
+    gm.recompile()
 
 
 # -- reading Inductor's output ---------------------------------------------------------------------------------
