@@ -244,6 +244,10 @@ class _HarnessFailure(Exception):
     """kgen's own failure: the task or the reference could not do their part."""
 
 
+class _RandomReference(Exception):
+    """The task's reference gives different outputs on the same inputs: no kernel can be checked against it."""
+
+
 class _OutOfMemory(Exception):
     """An allocation of the judge's own failed (inputs, the reference, outputs read back): whose fault is decided
     from what the candidate's process holds (_Session.blame_memory)."""
@@ -344,6 +348,7 @@ class _Session:
         self.seeded_inputs = True   # inputs travel as seeds until the candidate's making of them differs
         self.ran = False
         self.trials = 0
+        self.reference_rerun = False   # whether a mismatch has had the reference run again (reference_is_random)
         self.sizes = (0, 0)        # floating-point input and output elements of the last checked call
         self.aten_ops: list[str] = []
         self.timing: Timing | None = None
@@ -797,12 +802,36 @@ class _Session:
             return False
         del refs
         wrong = self.outputs_wrong(cand, ref, flat, self.said_layouts)
-        del cand, ref, flat
+        del cand, flat
         self.release()
+        if wrong and wrong[0] == "mismatch" and seed is not None and not self.reference_rerun:
+            self.reference_rerun = True
+            self.reference_is_random(ref, seed)
+        del ref
         if wrong:
             status, why, feedback = wrong
             raise _Decided(status, f"{what}: {why}", feedback)
         return True
+
+    def reference_is_random(self, ref, seed: int) -> None:
+        """Raised where the reference, run again on the same inputs (made again from their seed), gives another
+        output: nn.Dropout in training mode, a random op. A mismatch against it says nothing about the kernel.
+        Only on a mismatch, once: an honest run pays nothing; a reference too large to run twice keeps the verdict."""
+        from verifier.correctness import compare_outputs
+
+        try:
+            again = self.reference(self.inputs(seed))
+        except _OutOfMemory:
+            return
+        differs = compare_outputs(again, ref, self.task.atol, self.task.rtol)
+        del again
+        self.release()
+        if differs:
+            raise _RandomReference(
+                f"the task's reference is random: run twice on the same inputs it gave different outputs "
+                f"({cap(differs.reason, 160)}), so no kernel can match it. A random op in forward (nn.Dropout or "
+                f"F.dropout in training mode, torch.rand*): build the model in eval mode (self.eval() in "
+                f"Model.__init__) or take the randomness out of the task")
 
     def outputs_wrong(self, cand, ref, flat_ref: list, layouts) -> tuple[str, str, str] | None:
         """(status, why, feedback) where the candidate's outputs differ from the reference's ("mismatch") or lie
@@ -1171,6 +1200,8 @@ def judge(task: Task, source: str, config: VerifyConfig, process: CandidateProce
         status, reason = "", ""   # decided below, from how the process ended
     except _HarnessFailure as exc:
         status, reason = "harness_error", f"kgen's own failure, not the kernel's: {exc}"
+    except _RandomReference as exc:
+        status, reason = "harness_error", f"the task's fault, not the kernel's: {exc}"
     except Exception as exc:  # noqa: BLE001 - the judge's own bug or an OOM here: never the kernel's fault
         import traceback
 

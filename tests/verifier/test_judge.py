@@ -570,6 +570,23 @@ def test_a_reference_that_raises_is_a_harness_error(tmp_path):
     assert "the reference Model raised RuntimeError" in result.reason and "not the kernel's" in result.reason
 
 
+def test_a_random_reference_is_the_tasks_fault_and_a_wrong_kernel_stays_wrong(tmp_path):
+    # KernelBench's Matmul_Dropout_Softmax builds nn.Dropout(0.2) in training mode: its reference differs on
+    # every run, and an honest softmax was called a mismatch (98% of elements differ) for it
+    dropout = tmp_path / "dropout_softmax.py"
+    dropout.write_text(SOFTMAX.read_text().replace("return torch.softmax(x, dim=-1)",
+                                                   "return torch.softmax(torch.nn.functional.dropout(x, 0.2), dim=-1)"))
+    result = verify(load_task(dropout), GOOD_SOFTMAX, CPU)
+    assert result.status == "harness_error", (result.status, result.reason)
+    assert "the task's reference is random" in result.reason and "not the kernel's" in result.reason
+    assert "eval mode" in result.reason
+    # a deterministic reference run again is the same: a wrong kernel is still a mismatch
+    wrong = GOOD_SOFTMAX.replace("out.to(out_ptr.dtype.element_ty)", "(out * 1.01).to(out_ptr.dtype.element_ty)")
+    assert wrong != GOOD_SOFTMAX
+    result = verify(load_task(SOFTMAX), wrong, CPU)
+    assert result.status == "mismatch" and "random" not in result.reason, (result.status, result.reason)
+
+
 # ---- GPU: the block and eager in the judge
 
 
