@@ -5,9 +5,10 @@
     source = emit_candidate(seed, SeedConfig())      # a standalone ModelNew (inductor_emit.py)
 
 Written against torch 2.13 (CPU build, triton 3.6.0 interpreter) and torch 2.11+cu130 with
-triton 3.6.0 on the GPU machine. How it works: the reference is traced with torch.export (its
-parameters become named inputs, so the launcher knows which graph input is which state_dict
-key), then compiled by Inductor with `compile_fx` under `torch.no_grad()` (an inference graph)
+triton 3.6.0 on the GPU machine. How it works: the reference, in the mode its Model builds it (as the
+verifier runs it: training unless it says otherwise, BatchNorm's running-statistics updates dropped), is
+traced with torch.export (its parameters become named inputs, so the launcher knows which graph input is
+which state_dict key), then compiled by Inductor with `compile_fx` under `torch.no_grad()` (an inference graph)
 and with the configuration in INDUCTOR_OPTIONS (Triton wherever a template exists, no CUDA
 graphs, no freezing, no autotuning at compile time). Where no GPU is present, Inductor's
 `cpu_backend = "triton"` writes the same kind of Triton kernels for the CPU; the two places where
