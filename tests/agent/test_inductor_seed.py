@@ -361,6 +361,15 @@ def test_a_matmul_template_is_retiled_and_its_grid_follows(tmp_path):
     assert not geometry.takes((32, 32, 48, 4, 2)) and not geometry.takes((256, 64, 32, 8, 3))
 
 
+def test_a_template_that_cannot_take_the_first_tile_is_not_said_to_run_at_it():
+    # M = 96 is no multiple of 128: the first tile does not divide it, so round one has no retiled proposal
+    wrapper = (FIXTURES / "fixed_grid_mm_handwritten.py").read_text().replace("    M = 128\n", "    M = 96\n")
+    seed = _mm_seed(wrapper=wrapper)
+    first = seed_first_round(seed, on_gpu=True, n=3, tried=set())
+    assert "at 128x64x32" not in first[0].note and first[0].config.tf32x3
+    assert all(c.config.choice(0).tile == 0 for c in first)
+
+
 def test_a_template_whose_grid_is_not_the_matmul_grid_keeps_its_tile():
     from agent.proposers.heuristic.seeded import _seed_proposal
 

@@ -213,8 +213,11 @@ def seed_first_round(seed: Seed, on_gpu: bool, n: int, tried: set) -> list[SeedC
         # NOTE: first on a GPU: at KernelBench's fp32 GEMM shapes three TF32 passes ran 1.3x faster than the
         # FMA units' exact products (benchmarks/heuristic.md); Inductor's own kernel comes after
         out.insert(0, SeedChoice(SeedConfig(tf32x3=True), f"{first}; {TF32_SPLIT}", count))
-        tiled = SeedConfig(tuple(KernelChoice(tile=1 if template_geometry(k) else 0) for k in seed.benchmark.kernels),
-                           tf32x3=True)
+        def first_tile(kernel: KernelSeed) -> int:
+            geometry = template_geometry(kernel)
+            return 1 if geometry is not None and geometry.takes(TEMPLATE_TILES[0]) else 0
+
+        tiled = SeedConfig(tuple(KernelChoice(tile=first_tile(k)) for k in seed.benchmark.kernels), tf32x3=True)
         if tiled != SeedConfig(tuple(KernelChoice() for _ in seed.benchmark.kernels), tf32x3=True):
             bm, bn, bk, w, st = TEMPLATE_TILES[0]
             out.insert(0, SeedChoice(tiled, f"Inductor's kernels, its matmul templates at {bm}x{bn}x{bk} on {w} warps "
