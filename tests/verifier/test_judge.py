@@ -585,6 +585,18 @@ def test_a_random_reference_is_the_tasks_fault_and_a_wrong_kernel_stays_wrong(tm
     assert wrong != GOOD_SOFTMAX
     result = verify(load_task(SOFTMAX), wrong, CPU)
     assert result.status == "mismatch" and "random" not in result.reason, (result.status, result.reason)
+    # inputs that are not a function of the seed (made again they differ): a wrong kernel is not excused either
+    unseeded = tmp_path / "unseeded_softmax.py"
+    unseeded.write_text(SOFTMAX.read_text().replace("import torch\n", "import random\nimport torch\n", 1) + """
+
+_get_small_inputs = get_small_inputs
+
+
+def get_small_inputs():
+    return [x * (1.0 + random.random()) for x in _get_small_inputs()]
+""")
+    result = verify(load_task(unseeded), wrong, CPU)
+    assert result.status == "mismatch" and "random" not in result.reason, (result.status, result.reason)
 
 
 # ---- GPU: the block and eager in the judge
