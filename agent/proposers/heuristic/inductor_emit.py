@@ -26,9 +26,11 @@ its list divides the extent (`xmask = tl.full(..., True)`), so another XBLOCK co
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from dataclasses import dataclass
 
+from agent.proposers.heuristic.configs import TF32X3_WHY
 from agent.proposers.heuristic.inductor import KernelSeed, LaunchConfig, Plan, Seed, _Unseedable
 
 SEED_FAMILY = "inductor"
@@ -66,7 +68,7 @@ class SeedConfig:
     """One KernelChoice per kernel of the benchmark plan (missing ones: Inductor's first configuration).
 
     tf32x3: every fp32 `tl.dot` of every plan runs as three TF32 tensor-core passes (input_precision="tf32x3")
-    instead of Inductor's exact products (its ALLOW_TF32=False): TF32_SPLIT says why.
+    instead of Inductor's exact products (its ALLOW_TF32=False): TF32X3_WHY says why.
     """
 
     kernels: tuple[KernelChoice, ...] = ()
@@ -84,8 +86,6 @@ class SeedConfig:
         return SeedConfig(tuple(self.choice(i) for i in range(count)), self.tf32x3)
 
 
-TF32_SPLIT = ("fp32 products as three TF32 tensor-core passes (tf32x3): about as accurate as exact products, "
-              "faster than the FMA units' (and than cuBLAS's fp32 GEMM) on the H200")
 
 
 @dataclass(frozen=True)
@@ -168,9 +168,15 @@ def template_geometry(kernel: KernelSeed) -> TemplateGeometry | None:
     cdiv(M, BLOCK_M) * cdiv(N, BLOCK_N) programs (checked against the launch when the candidate is written).
     Anything else (a persistent or TMA template, sizes that are not literals) keeps Inductor's tile.
     """
-    if kernel.grid_type != "FixedGrid" or "tl.dot(" not in kernel.source:
+    return _geometry(kernel.grid_type, kernel.source)
+
+
+@functools.lru_cache(maxsize=256)
+def _geometry(grid_type: str, source: str) -> TemplateGeometry | None:
+    """template_geometry, once per kernel source (every launch key of the walk asks for it)."""
+    if grid_type != "FixedGrid" or "tl.dot(" not in source:
         return None
-    fn = next((n for n in ast.parse(kernel.source).body if isinstance(n, ast.FunctionDef)), None)
+    fn = next((n for n in ast.parse(source).body if isinstance(n, ast.FunctionDef)), None)
     if fn is None:
         return None
     consts, sizes = {}, {}
@@ -183,7 +189,7 @@ def template_geometry(kernel: KernelSeed) -> TemplateGeometry | None:
             sizes.setdefault(stmt.targets[0].id, stmt.value.value)
     block = tuple(consts.get(b) for b in ("BLOCK_M", "BLOCK_N", "BLOCK_K"))
     if not all(type(b) is int for b in block) or not all(type(sizes.get(d)) is int for d in "MNK") \
-            or "NUM_SMS" in consts or "TMA" in kernel.source:
+            or "NUM_SMS" in consts or "TMA" in source:
         return None
     return TemplateGeometry(sizes["M"], sizes["N"], sizes["K"], block, consts.get("EVEN_K") is True)
 
@@ -212,7 +218,7 @@ def seed_first_round(seed: Seed, on_gpu: bool, n: int, tried: set) -> list[SeedC
     if on_gpu and seed.fp32_dots:
         # NOTE: first on a GPU: at KernelBench's fp32 GEMM shapes three TF32 passes ran 1.3x faster than the
         # FMA units' exact products (benchmarks/heuristic.md); Inductor's own kernel comes after
-        out.insert(0, SeedChoice(SeedConfig(tf32x3=True), f"{first}; {TF32_SPLIT}", count))
+        out.insert(0, SeedChoice(SeedConfig(tf32x3=True), f"{first}; {TF32X3_WHY}", count))
         def first_tile(kernel: KernelSeed) -> int:
             geometry = template_geometry(kernel)
             return 1 if geometry is not None and geometry.takes(TEMPLATE_TILES[0]) else 0
@@ -221,7 +227,7 @@ def seed_first_round(seed: Seed, on_gpu: bool, n: int, tried: set) -> list[SeedC
         if tiled != SeedConfig(tuple(KernelChoice() for _ in seed.benchmark.kernels), tf32x3=True):
             bm, bn, bk, w, st = TEMPLATE_TILES[0]
             out.insert(0, SeedChoice(tiled, f"Inductor's kernels, its matmul templates at {bm}x{bn}x{bk} on {w} warps "
-                                            f"with {st} stages; {TF32_SPLIT}", count))
+                                            f"with {st} stages; {TF32X3_WHY}", count))
     if on_gpu:
         for c in range(1, max(len(k.configs) for k in seed.benchmark.kernels)):
             cfg = SeedConfig(tuple(KernelChoice(min(c, len(k.configs) - 1)) for k in seed.benchmark.kernels))
@@ -283,7 +289,7 @@ def seed_next_round(seed: Seed, best: SeedConfig, diagnosis: dict | None, n: int
             move(i, f"k{i}: the matmul template at Inductor's own tile; {fallback}", tile=0, num_warps=0, num_stages=0)
     if seed.fp32_dots:
         flipped = SeedConfig(best.kernels, not best.tf32x3)
-        moves.append(SeedChoice(flipped, (TF32_SPLIT if flipped.tf32x3 else "exact fp32 products (Inductor's)")
+        moves.append(SeedChoice(flipped, (TF32X3_WHY if flipped.tf32x3 else "exact fp32 products (Inductor's)")
                                 + f"; {fallback}", count))
     return _pick(seed, moves, tried, n)
 
