@@ -17,6 +17,7 @@ import re
 import struct
 import sys
 import tempfile
+import threading
 from pathlib import Path
 from unittest import mock
 
@@ -207,6 +208,70 @@ def test_a_tensor_file_replaces_a_planted_link_instead_of_following_it(tmp_path)
     assert victim.read_text() == "not kgen's to write"
     assert not (tmp_path / "in-1-0.t").is_symlink()
     assert tensorfile.read(tmp_path / "in-1-0.t", max_bytes=1 << 20).tolist() == [1.0, 1.0, 1.0]
+
+
+@pytest.fixture
+def parallel_files(monkeypatch):
+    """Files of 4 KiB and more take the several-threads path, in up to 4 ranges of 1 KiB or more."""
+    monkeypatch.setattr(tensorfile, "PARALLEL_MIN_BYTES", 4096)
+    monkeypatch.setattr(tensorfile, "PARALLEL_THREADS", 4)
+    monkeypatch.setattr(tensorfile, "_CHUNK_MIN_BYTES", 1024)
+
+
+@pytest.mark.parametrize("t", [torch.randn(37, 1001), torch.randn(9000).to(torch.bfloat16),
+                               torch.rand(50000) > 0.5, torch.randn(3, 4096, dtype=torch.float64).t()],
+                         ids=["fp32", "bf16", "bool", "fp64-transposed"])
+def test_a_large_tensor_is_written_and_read_by_several_threads_and_round_trips(tmp_path, t, parallel_files,
+                                                                              monkeypatch):
+    readers, real_preadv = [], os.preadv
+
+    def preadv(fd, buffers, offset):
+        readers.append((threading.current_thread() is threading.main_thread(), offset))
+        return real_preadv(fd, buffers, offset)
+
+    monkeypatch.setattr(os, "preadv", preadv)
+    staging = tensorfile.Staging()
+    path = tmp_path / "out-1-0.t"
+    tensorfile.write(path, t, staging)
+    back = tensorfile.read(path, max_bytes=1 << 30, staging=staging)
+    assert back.dtype == t.dtype and back.shape == t.shape and torch.equal(back, t)
+    # four ranges, three of them read beside the calling thread
+    assert len({offset for _, offset in readers}) == 4 and sum(not main for main, _ in readers) >= 3
+    assert [p.name for p in tmp_path.iterdir()] == ["out-1-0.t"]   # no .part left beside it
+
+
+def test_a_large_file_that_ends_early_in_one_thread_is_refused(tmp_path, parallel_files, monkeypatch):
+    path = tmp_path / "out-1-0.t"
+    tensorfile.write(path, torch.randn(8192))
+    real_preadv, calls = os.preadv, []
+
+    def preadv(fd, buffers, offset):   # the file shrank under one of the readers
+        calls.append(offset)
+        return 0 if len(calls) == 3 else real_preadv(fd, buffers, offset)
+
+    monkeypatch.setattr(os, "preadv", preadv)
+    with pytest.raises(tensorfile.TensorFileError, match="ended early"):
+        tensorfile.read(path, max_bytes=1 << 20, staging=tensorfile.Staging())
+
+
+def test_a_large_tensor_file_replaces_a_planted_link_instead_of_following_it(tmp_path, parallel_files):
+    victim = tmp_path / "victim.txt"
+    victim.write_text("not kgen's to write")
+    (tmp_path / "in-1-0.t").symlink_to(victim)
+    tensorfile.write(tmp_path / "in-1-0.t", torch.ones(4096))
+    assert victim.read_text() == "not kgen's to write"
+    assert not (tmp_path / "in-1-0.t").is_symlink()
+    assert tensorfile.read(tmp_path / "in-1-0.t", max_bytes=1 << 20).sum() == 4096
+
+
+def test_a_large_write_that_fails_leaves_no_part_file(tmp_path, parallel_files, monkeypatch):
+    def no_room(fd, length):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "ftruncate", no_room)
+    with pytest.raises(OSError, match="No space"):
+        tensorfile.write(tmp_path / "out-1-0.t", torch.ones(4096))
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_a_text_file_the_candidate_wrote_is_read_only_when_it_is_no_link(tmp_path):
